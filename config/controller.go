@@ -1,0 +1,232 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+)
+
+// Provider names a provider implementation known to portico-controller.
+const (
+	// ProviderReference is the in-memory reference provider: it allocates ingress IPs from
+	// ReferencePool and programs nothing. For demos and tests.
+	ProviderReference = "reference"
+)
+
+// KnownProviders are the values accepted for a class's provider.
+var KnownProviders = []string{ProviderReference}
+
+// Controller is the configuration of portico-controller.
+type Controller struct {
+	// Kubeconfig path; empty means in-cluster or $KUBECONFIG.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Classes maps each spec.loadBalancerClass this controller owns to the provider serving it.
+	Classes map[string]string `json:"classes,omitempty"`
+	// ClasslessProvider, when set, makes the controller also own Services without a
+	// loadBalancerClass (as a cloud-controller-manager does) and serve them with this provider.
+	ClasslessProvider string `json:"classlessProvider,omitempty"`
+	// ReferencePool is the CIDR the reference provider hands out.
+	ReferencePool string `json:"referencePool,omitempty"`
+	// ResyncPeriod is how often every owned Service is re-ensured so that providers repair
+	// out-of-band changes. 0 disables it.
+	ResyncPeriod time.Duration `json:"resyncPeriod,omitempty"`
+	// Workers is the number of Services reconciled in parallel.
+	Workers int `json:"workers,omitempty"`
+
+	LeaderElect              bool          `json:"leaderElect,omitempty"`
+	LeaderElectionNamespace  string        `json:"leaderElectionNamespace,omitempty"`
+	LeaderElectionID         string        `json:"leaderElectionID,omitempty"`
+	LeaderElectionLease      time.Duration `json:"leaderElectionLease,omitempty"`
+	LeaderElectionRenew      time.Duration `json:"leaderElectionRenew,omitempty"`
+	LeaderElectionRetry      time.Duration `json:"leaderElectionRetry,omitempty"`
+	MetricsBindAddress       string        `json:"metricsBindAddress,omitempty"`
+	HealthProbeBindAddress   string        `json:"healthProbeBindAddress,omitempty"`
+	ClusterName              string        `json:"clusterName,omitempty"`
+	classFlag, classlessFlag string
+	configFile               string
+}
+
+// DefaultController returns the defaults.
+func DefaultController() Controller {
+	return Controller{
+		Classes:                 map[string]string{},
+		ReferencePool:           "198.18.128.0/24",
+		ResyncPeriod:            10 * time.Minute,
+		Workers:                 4,
+		LeaderElect:             true,
+		LeaderElectionNamespace: "kube-system",
+		LeaderElectionID:        "portico-controller",
+		LeaderElectionLease:     15 * time.Second,
+		LeaderElectionRenew:     10 * time.Second,
+		LeaderElectionRetry:     2 * time.Second,
+		MetricsBindAddress:      ":8080",
+		HealthProbeBindAddress:  ":8081",
+		ClusterName:             "portico",
+	}
+}
+
+// BindFlags registers the flags on fs. Flags override values from --config.
+func (c *Controller) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.configFile, "config", "", "optional YAML config file; flags given on the command line override it")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
+	fs.StringVar(&c.classFlag, "class", "", "comma list of CLASS=PROVIDER pairs: loadBalancerClasses this controller owns (providers: "+strings.Join(KnownProviders, ", ")+")")
+	fs.StringVar(&c.classlessFlag, "classless-provider", "", "also own Services without a loadBalancerClass and serve them with this provider")
+	fs.StringVar(&c.ReferencePool, "reference-pool", c.ReferencePool, "CIDR the reference provider allocates ingress IPs from")
+	fs.DurationVar(&c.ResyncPeriod, "resync-period", c.ResyncPeriod, "re-ensure every owned load balancer this often to repair drift (0 disables)")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "Services reconciled in parallel")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease so only one replica acts")
+	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader-election Lease")
+	fs.StringVar(&c.LeaderElectionID, "leader-election-id", c.LeaderElectionID, "name of the leader-election Lease")
+	fs.DurationVar(&c.LeaderElectionLease, "leader-election-lease-duration", c.LeaderElectionLease, "how long a Lease is valid without renewal")
+	fs.DurationVar(&c.LeaderElectionRenew, "leader-election-renew-deadline", c.LeaderElectionRenew, "how long the leader retries renewing before giving up")
+	fs.DurationVar(&c.LeaderElectionRetry, "leader-election-retry-period", c.LeaderElectionRetry, "how often candidates retry acquiring the Lease")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address of the Prometheus /metrics endpoint (0 disables)")
+	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
+	fs.StringVar(&c.ClusterName, "cluster-name", c.ClusterName, "cluster name, used by providers to tag what they create")
+}
+
+// Complete loads --config (if given) and applies the flags explicitly set on fs over it.
+// Call it after fs.Parse.
+func (c *Controller) Complete(fs *flag.FlagSet) error {
+	set := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = f.Value.String() })
+	if c.configFile != "" {
+		b, err := os.ReadFile(c.configFile)
+		if err != nil {
+			return fmt.Errorf("reading config file: %w", err)
+		}
+		fromFile := DefaultController()
+		if err := yaml.UnmarshalStrict(b, &fromFile); err != nil {
+			return fmt.Errorf("parsing config file %s: %w", c.configFile, err)
+		}
+		file, classFlag, classlessFlag := c.configFile, c.classFlag, c.classlessFlag
+		*c = fromFile
+		c.configFile, c.classFlag, c.classlessFlag = file, classFlag, classlessFlag
+		// Flags given on the command line win over the file.
+		for name, value := range set {
+			if err := fs.Set(name, value); err != nil {
+				return fmt.Errorf("applying --%s: %w", name, err)
+			}
+		}
+	}
+	if c.classFlag != "" {
+		classes, err := parseClassList(c.classFlag)
+		if err != nil {
+			return err
+		}
+		c.Classes = classes
+	}
+	if _, ok := set["classless-provider"]; ok {
+		c.ClasslessProvider = c.classlessFlag
+	}
+	return nil
+}
+
+func parseClassList(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		class, provider, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("--class: %q is not CLASS=PROVIDER", item)
+		}
+		out[strings.TrimSpace(class)] = strings.TrimSpace(provider)
+	}
+	return out, nil
+}
+
+// Validate returns every problem with the configuration.
+func (c *Controller) Validate() error {
+	var errs field.ErrorList
+	root := field.NewPath("config")
+	if len(c.Classes) == 0 && c.ClasslessProvider == "" {
+		errs = append(errs, field.Required(root.Child("classes"), "own at least one loadBalancerClass (--class) or class-less Services (--classless-provider)"))
+	}
+	classes := make([]string, 0, len(c.Classes))
+	for k := range c.Classes {
+		classes = append(classes, k)
+	}
+	sort.Strings(classes)
+	for _, class := range classes {
+		p := root.Child("classes").Key(class)
+		for _, msg := range validation.IsQualifiedName(class) {
+			errs = append(errs, field.Invalid(p, class, "loadBalancerClass must be a label-style key (e.g. portico-lb.io/reference): "+msg))
+		}
+		if !known(c.Classes[class]) {
+			errs = append(errs, field.NotSupported(p, c.Classes[class], KnownProviders))
+		}
+	}
+	if c.ClasslessProvider != "" && !known(c.ClasslessProvider) {
+		errs = append(errs, field.NotSupported(root.Child("classlessProvider"), c.ClasslessProvider, KnownProviders))
+	}
+	if _, err := netip.ParsePrefix(c.ReferencePool); err != nil {
+		errs = append(errs, field.Invalid(root.Child("referencePool"), c.ReferencePool, "must be a CIDR"))
+	}
+	if c.ResyncPeriod < 0 {
+		errs = append(errs, field.Invalid(root.Child("resyncPeriod"), c.ResyncPeriod.String(), "must be >= 0 (0 disables)"))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, field.Invalid(root.Child("workers"), c.Workers, "must be >= 1"))
+	}
+	if c.LeaderElect {
+		if c.LeaderElectionNamespace == "" {
+			errs = append(errs, field.Required(root.Child("leaderElectionNamespace"), ""))
+		}
+		if c.LeaderElectionID == "" {
+			errs = append(errs, field.Required(root.Child("leaderElectionID"), ""))
+		}
+		if !(c.LeaderElectionLease > c.LeaderElectionRenew && c.LeaderElectionRenew > c.LeaderElectionRetry && c.LeaderElectionRetry > 0) {
+			errs = append(errs, field.Invalid(root.Child("leaderElectionLease"), c.LeaderElectionLease.String(),
+				"need lease duration > renew deadline > retry period > 0"))
+		}
+	}
+	for name, addr := range map[string]string{"metricsBindAddress": c.MetricsBindAddress, "healthProbeBindAddress": c.HealthProbeBindAddress} {
+		if addr == "0" || addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, field.Invalid(root.Child(name), addr, "must be host:port, :port or 0"))
+		}
+	}
+	if c.ClusterName == "" {
+		errs = append(errs, field.Required(root.Child("clusterName"), ""))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	sort.Strings(msgs)
+	return errors.New("invalid configuration:\n  " + strings.Join(msgs, "\n  "))
+}
+
+func known(p string) bool {
+	for _, k := range KnownProviders {
+		if k == p {
+			return true
+		}
+	}
+	return false
+}
+
+// RESTConfig loads the client configuration from Kubeconfig, $KUBECONFIG or the in-cluster
+// service account, in that order.
+func (c *Controller) RESTConfig() (*rest.Config, error) {
+	return restConfig(c.Kubeconfig)
+}

@@ -1,0 +1,113 @@
+package controllers
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/controllers/service"
+	"github.com/portico-lb/portico/providers"
+	"github.com/portico-lb/portico/providers/reference"
+)
+
+// NewManager builds portico-controller's manager from a validated configuration: the providers
+// it names, leader election on a Lease, the metrics and health endpoints, and the Service
+// reconciler. extra providers (by name) are added to or replace the configured ones; tests pass
+// them to observe provider calls.
+func NewManager(cfg config.Controller, restCfg *rest.Config, logger logr.Logger, extra map[string]providers.Provider) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	lease, renew, retry := cfg.LeaderElectionLease, cfg.LeaderElectionRenew, cfg.LeaderElectionRetry
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                        scheme,
+		Logger:                        logger,
+		LeaderElection:                cfg.LeaderElect,
+		LeaderElectionID:              cfg.LeaderElectionID,
+		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
+		LeaderElectionResourceLock:    "leases",
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &lease,
+		RenewDeadline:                 &renew,
+		RetryPeriod:                   &retry,
+		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
+		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+
+	provs, err := buildProviders(cfg)
+	if err != nil {
+		return nil, err
+	}
+	for name, p := range extra {
+		provs[name] = p
+	}
+	rec, err := service.NewReconciler(mgr.GetClient(), service.Options{
+		Ownership:    service.Ownership{Classes: cfg.Classes, Classless: cfg.ClasslessProvider},
+		Providers:    provs,
+		ResyncPeriod: cfg.ResyncPeriod,
+		Recorder:     mgr.GetEventRecorder("portico-controller"),
+		Metrics:      service.NewMetrics(metrics.Registry),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := rec.SetupWithManager(mgr, cfg.Workers); err != nil {
+		return nil, fmt.Errorf("setting up service controller: %w", err)
+	}
+	return mgr, nil
+}
+
+// buildProviders instantiates every provider the configuration names.
+func buildProviders(cfg config.Controller) (map[string]providers.Provider, error) {
+	out := map[string]providers.Provider{}
+	names := []string{cfg.ClasslessProvider}
+	for _, p := range cfg.Classes {
+		names = append(names, p)
+	}
+	for _, name := range names {
+		if name == "" || out[name] != nil {
+			continue
+		}
+		switch name {
+		case config.ProviderReference:
+			pool, err := netip.ParsePrefix(cfg.ReferencePool)
+			if err != nil {
+				return nil, fmt.Errorf("reference pool: %w", err)
+			}
+			out[name] = reference.New(reference.Options{
+				Pool: pool,
+				Capabilities: providers.Capabilities{
+					SessionAffinity: true, MixedProtocols: true, RequestedIPs: true,
+				},
+			})
+		default:
+			return nil, fmt.Errorf("unknown provider %q", name)
+		}
+	}
+	return out, nil
+}

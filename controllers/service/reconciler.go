@@ -1,0 +1,326 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/portico-lb/portico/providers"
+)
+
+// Finalizer holds a Service until its load balancer is gone.
+const Finalizer = "portico-lb.io/load-balancer-cleanup"
+
+// Ownership decides which Services the controller owns and which provider serves each.
+type Ownership struct {
+	// Classes maps a loadBalancerClass to a provider name.
+	Classes map[string]string
+	// Classless, if set, is the provider for Services without a class.
+	Classless string
+}
+
+// ProviderFor returns the provider name for svc, or false when svc is not a LoadBalancer
+// Service this controller owns.
+func (o Ownership) ProviderFor(svc *corev1.Service) (string, bool) {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return "", false
+	}
+	if svc.Spec.LoadBalancerClass == nil {
+		return o.Classless, o.Classless != ""
+	}
+	p, ok := o.Classes[*svc.Spec.LoadBalancerClass]
+	return p, ok
+}
+
+// Options configure the Reconciler.
+type Options struct {
+	Ownership Ownership
+	// Providers by name. Every provider named in Ownership must be present.
+	Providers map[string]providers.Provider
+	// ResyncPeriod re-ensures a load balancer whose model did not change, so that the provider
+	// repairs drift. 0 disables it.
+	ResyncPeriod time.Duration
+	Recorder     events.EventRecorder
+	Metrics      *Metrics
+}
+
+// Reconciler reconciles LoadBalancer Services in four steps: observe, build the desired model,
+// apply it through the provider, report through status and Events.
+type Reconciler struct {
+	client client.Client
+	opts   Options
+
+	mu      sync.Mutex
+	applied map[types.NamespacedName]applied
+}
+
+// applied remembers the last model a provider converged to, so that an unchanged Service (for
+// example after a node event that does not affect it) costs no provider call.
+type applied struct {
+	hash   string
+	at     time.Time
+	status corev1.LoadBalancerStatus
+}
+
+// NewReconciler returns a Reconciler; it checks that every owned class has its provider.
+func NewReconciler(c client.Client, opts Options) (*Reconciler, error) {
+	names := []string{opts.Ownership.Classless}
+	for _, p := range opts.Ownership.Classes {
+		names = append(names, p)
+	}
+	for _, n := range names {
+		if _, ok := opts.Providers[n]; n != "" && !ok {
+			return nil, fmt.Errorf("provider %q is not configured", n)
+		}
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NewMetrics(nil)
+	}
+	return &Reconciler{client: c, opts: opts, applied: map[types.NamespacedName]applied{}}, nil
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	svc := &corev1.Service{}
+	if err := r.client.Get(ctx, req.NamespacedName, svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	providerName, owned := r.opts.Ownership.ProviderFor(svc)
+	if !owned || svc.DeletionTimestamp != nil {
+		if controllerutil.ContainsFinalizer(svc, Finalizer) {
+			return ctrl.Result{}, r.cleanup(ctx, svc, providerName)
+		}
+		return ctrl.Result{}, nil
+	}
+	return r.ensure(ctx, svc, r.opts.Providers[providerName])
+}
+
+func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p providers.Provider) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	key := client.ObjectKeyFromObject(svc)
+
+	// Observe.
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+
+	// Build the desired model (pure). Invalid input never reaches the provider and never tears
+	// down what already works.
+	lb, errs := BuildLoadBalancer(svc, nodes.Items, p.Capabilities())
+	if len(errs) > 0 {
+		msg := errorListMessage(errs)
+		r.event(svc, corev1.EventTypeWarning, EventInvalidSpec, eventActionValidate, msg)
+		return ctrl.Result{}, r.reportNotReady(ctx, svc, ReasonInvalidSpec, invalidMessage(svc, msg))
+	}
+	if len(lb.Nodes) == 0 {
+		r.event(svc, corev1.EventTypeWarning, EventNoNodes, eventActionSelectNod, "There are no available nodes for LoadBalancer")
+	}
+
+	// The finalizer goes on before any provider call.
+	if !controllerutil.ContainsFinalizer(svc, Finalizer) {
+		orig := svc.DeepCopy()
+		controllerutil.AddFinalizer(svc, Finalizer)
+		if err := r.client.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	hash := modelHash(lb)
+	prev, known := r.lookup(key)
+	driftDue := r.opts.ResyncPeriod > 0 && time.Since(prev.at) >= r.opts.ResyncPeriod
+	var status corev1.LoadBalancerStatus
+	if known && prev.hash == hash && !driftDue {
+		status = prev.status
+	} else {
+		// Apply.
+		changed := !known || prev.hash != hash
+		if changed {
+			r.event(svc, corev1.EventTypeNormal, EventEnsuring, eventActionEnsure, "Ensuring load balancer")
+		}
+		st, err := r.callEnsure(ctx, p, lb)
+		if err != nil {
+			return r.ensureFailed(ctx, svc, err)
+		}
+		status = ToServiceStatus(st)
+		r.remember(key, applied{hash: hash, at: time.Now(), status: status})
+		if changed {
+			r.event(svc, corev1.EventTypeNormal, EventEnsured, eventActionEnsure, "Ensured load balancer")
+		}
+		logger.V(1).Info("ensured load balancer", "provider", p.Name(), "changed", changed)
+	}
+
+	// Report.
+	if err := r.reportReady(ctx, svc, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.opts.ResyncPeriod}, nil
+}
+
+// ensureFailed maps a provider error to a result, in one place: invalid input is terminal,
+// RetryError waits its fixed delay, anything else backs off exponentially.
+func (r *Reconciler) ensureFailed(ctx context.Context, svc *corev1.Service, err error) (ctrl.Result, error) {
+	var invalid *providers.InvalidError
+	var retry *providers.RetryError
+	switch {
+	case errors.As(err, &invalid):
+		r.event(svc, corev1.EventTypeWarning, EventInvalidSpec, eventActionEnsure, invalid.Error())
+		return ctrl.Result{}, errors.Join(
+			r.reportNotReady(ctx, svc, ReasonInvalidSpec, invalidMessage(svc, invalid.Error())),
+			reconcile.TerminalError(err))
+	case errors.As(err, &retry):
+		r.event(svc, corev1.EventTypeNormal, ReasonPending, eventActionEnsure, retry.Reason)
+		if rerr := r.reportNotReady(ctx, svc, ReasonPending, retry.Reason); rerr != nil {
+			return ctrl.Result{}, rerr
+		}
+		return ctrl.Result{RequeueAfter: retry.After}, nil
+	default:
+		msg := fmt.Sprintf("Error syncing load balancer: %v", err)
+		r.event(svc, corev1.EventTypeWarning, EventSyncFailed, eventActionEnsure, msg)
+		return ctrl.Result{}, errors.Join(r.reportNotReady(ctx, svc, ReasonProviderError, msg), err)
+	}
+}
+
+func invalidMessage(svc *corev1.Service, msg string) string {
+	if len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return "The Service is invalid; the load balancer keeps its last applied configuration: " + msg
+	}
+	return "The Service is invalid: " + msg
+}
+
+// cleanup deletes the load balancer, clears the status and removes the finalizer. When the
+// provider is unknown (the class is no longer owned) every configured provider is asked; Delete
+// of what does not exist succeeds by contract.
+func (r *Reconciler) cleanup(ctx context.Context, svc *corev1.Service, providerName string) error {
+	ref := providers.Ref{Namespace: svc.Namespace, Name: svc.Name, UID: string(svc.UID)}
+	targets := []string{providerName}
+	if providerName == "" {
+		targets = targets[:0]
+		for name := range r.opts.Providers {
+			targets = append(targets, name)
+		}
+		sort.Strings(targets)
+	}
+	r.event(svc, corev1.EventTypeNormal, EventDeleting, eventActionDelete, "Deleting load balancer")
+	for _, name := range targets {
+		if err := r.callDelete(ctx, r.opts.Providers[name], ref); err != nil {
+			r.event(svc, corev1.EventTypeWarning, EventDeleteFailed, eventActionDelete, fmt.Sprintf("Error deleting load balancer: %v", err))
+			return fmt.Errorf("deleting load balancer with provider %s: %w", name, err)
+		}
+	}
+	r.forget(client.ObjectKeyFromObject(svc))
+
+	orig := svc.DeepCopy()
+	changed := setLoadBalancerStatus(&svc.Status, corev1.LoadBalancerStatus{})
+	changed = meta.RemoveStatusCondition(&svc.Status.Conditions, ConditionReady) || changed
+	if changed {
+		if err := r.client.Status().Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("clearing status: %w", err)
+		}
+	}
+	orig = svc.DeepCopy()
+	controllerutil.RemoveFinalizer(svc, Finalizer)
+	if err := r.client.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing finalizer: %w", err)
+	}
+	r.event(svc, corev1.EventTypeNormal, EventDeleted, eventActionDelete, "Deleted load balancer")
+	return nil
+}
+
+func (r *Reconciler) reportReady(ctx context.Context, svc *corev1.Service, lb corev1.LoadBalancerStatus) error {
+	orig := svc.DeepCopy()
+	changed := setLoadBalancerStatus(&svc.Status, lb)
+	changed = setCondition(&svc.Status, svc.Generation, true, ReasonProvisioned, "The load balancer is provisioned") || changed
+	return r.patchStatus(ctx, orig, svc, changed)
+}
+
+// reportNotReady sets the condition to False and leaves status.loadBalancer untouched: what
+// already serves traffic keeps being reported.
+func (r *Reconciler) reportNotReady(ctx context.Context, svc *corev1.Service, reason, msg string) error {
+	orig := svc.DeepCopy()
+	changed := setCondition(&svc.Status, svc.Generation, false, reason, msg)
+	return r.patchStatus(ctx, orig, svc, changed)
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, orig, svc *corev1.Service, changed bool) error {
+	if !changed {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("patching status: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) event(svc *corev1.Service, typ, reason, action, note string) {
+	if r.opts.Recorder != nil {
+		r.opts.Recorder.Eventf(svc, nil, typ, reason, action, "%s", note)
+	}
+}
+
+func (r *Reconciler) callEnsure(ctx context.Context, p providers.Provider, lb *providers.LoadBalancer) (providers.Status, error) {
+	start := time.Now()
+	st, err := p.Ensure(ctx, lb)
+	r.opts.Metrics.observeCall(p.Name(), "ensure", start, err)
+	return st, err
+}
+
+func (r *Reconciler) callDelete(ctx context.Context, p providers.Provider, ref providers.Ref) error {
+	start := time.Now()
+	err := p.Delete(ctx, ref)
+	r.opts.Metrics.observeCall(p.Name(), "delete", start, err)
+	return err
+}
+
+func (r *Reconciler) lookup(key types.NamespacedName) (applied, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.applied[key]
+	return a, ok
+}
+
+func (r *Reconciler) remember(key types.NamespacedName, a applied) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applied[key] = a
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.applied, key)
+}
+
+// modelHash identifies a desired load balancer; equal hashes need no provider call.
+func modelHash(lb *providers.LoadBalancer) string {
+	b, err := json.Marshal(lb)
+	if err != nil {
+		// Every field of the model is marshalable; this cannot happen.
+		panic(fmt.Sprintf("marshalling load balancer model: %v", err))
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+var _ reconcile.Reconciler = (*Reconciler)(nil)

@@ -1,0 +1,101 @@
+package service
+
+import (
+	"context"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"time"
+)
+
+// ControllerName labels the controller's metrics and logs.
+const ControllerName = "portico-service"
+
+// SetupWithManager registers the reconciler: Services it owns (or still holds a finalizer on)
+// are reconciled on change; a Node change that can alter any load balancer's backend set
+// enqueues every owned Service, and the reconcile calls the provider only for those whose
+// model actually changed.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	relevant := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		svc, ok := o.(*corev1.Service)
+		if !ok {
+			return false
+		}
+		_, owned := r.opts.Ownership.ProviderFor(svc)
+		return owned || controllerutil.ContainsFinalizer(svc, Finalizer)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&corev1.Service{}, builder.WithPredicates(relevant, ignoreStatusOnly{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.ownedServices), builder.WithPredicates(nodeChange{})).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: workers,
+			// Upstream's service controller backs off from 5 s to 300 s; start lower so a
+			// conflict on a status patch retries quickly.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](500*time.Millisecond, 300*time.Second),
+		}).
+		Complete(r)
+}
+
+func (r *Reconciler) ownedServices(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list corev1.ServiceList
+	if err := r.client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing services for a node change")
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if _, owned := r.opts.Ownership.ProviderFor(&list.Items[i]); owned {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
+}
+
+// ignoreStatusOnly drops Service updates that changed nothing but status (our own writes).
+type ignoreStatusOnly struct{ predicate.Funcs }
+
+func (ignoreStatusOnly) Create(event.CreateEvent) bool   { return true }
+func (ignoreStatusOnly) Delete(event.DeleteEvent) bool   { return true }
+func (ignoreStatusOnly) Generic(event.GenericEvent) bool { return true }
+func (ignoreStatusOnly) Update(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld.(*corev1.Service), e.ObjectNew.(*corev1.Service)
+	if o == nil || n == nil {
+		return true
+	}
+	return o.Generation != n.Generation ||
+		!reflect.DeepEqual(o.Annotations, n.Annotations) ||
+		!reflect.DeepEqual(o.Finalizers, n.Finalizers) ||
+		!reflect.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) ||
+		// A status.loadBalancer edited by someone else is put back.
+		!reflect.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
+}
+
+// nodeChange passes Node events that can change a load balancer's backends: add, delete, and
+// updates to eligibility (labels, taints, deletion), addresses or providerID. Readiness and
+// heartbeats do not.
+type nodeChange struct{ predicate.Funcs }
+
+func (nodeChange) Create(event.CreateEvent) bool   { return true }
+func (nodeChange) Delete(event.DeleteEvent) bool   { return true }
+func (nodeChange) Generic(event.GenericEvent) bool { return false }
+func (nodeChange) Update(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
+	if o == nil || n == nil {
+		return true
+	}
+	return NodeEligible(o) != NodeEligible(n) ||
+		!reflect.DeepEqual(o.Labels, n.Labels) ||
+		o.Spec.ProviderID != n.Spec.ProviderID ||
+		!reflect.DeepEqual(nodeAddresses(o), nodeAddresses(n))
+}

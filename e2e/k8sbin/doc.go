@@ -1,0 +1,10 @@
+// Package k8sbin builds the pinned Kubernetes control-plane binaries (kube-apiserver,
+// kube-controller-manager, kube-proxy) and etcd from the Go module proxy into a cache directory
+// outside the repository, and reuses them once built.
+//
+// k8s.io/kubernetes and go.etcd.io/etcd/server/v3 cannot be `go install`ed because their go.mod
+// files replace sibling modules with local directories. Ensure writes a small wrapper module per
+// upstream module that points each such replace at the published module of the same path, then
+// runs `go build` with the version stamped through -ldflags (clients refuse the default
+// "v0.0.0-master" version).
+package k8sbin

@@ -1,0 +1,318 @@
+package k8sbin
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Pinned versions of the binaries the tests run.
+const (
+	KubernetesVersion = "v1.36.3"
+	EtcdVersion       = "v3.6.8"
+)
+
+// Binaries holds absolute paths of built, ready-to-run binaries.
+type Binaries struct {
+	Etcd                  string
+	KubeAPIServer         string
+	KubeControllerManager string
+	KubeProxy             string
+}
+
+// Dir returns the directory holding the kube-apiserver binary; it is the directory
+// controller-runtime's envtest expects in KUBEBUILDER_ASSETS once etcd is linked in.
+func (b Binaries) Dir() string { return filepath.Dir(b.KubeAPIServer) }
+
+// Options tune Ensure.
+type Options struct {
+	// CacheDir is where wrapper modules and binaries live. Empty means DefaultCacheDir().
+	CacheDir string
+	// Log receives progress lines. Nil discards them.
+	Log func(format string, args ...any)
+}
+
+// DefaultCacheDir is $PORTICO_CACHE, else $XDG_CACHE_HOME/portico, else ~/.cache/portico.
+func DefaultCacheDir() string {
+	if d := os.Getenv("PORTICO_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "portico")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".cache", "portico")
+	}
+	return filepath.Join(os.TempDir(), "portico-cache")
+}
+
+// component is one upstream module built into one or more binaries.
+type component struct {
+	module  string // module path, e.g. k8s.io/kubernetes
+	version string
+	// stagingVersion maps a relative replace directive of the upstream go.mod to the version
+	// of the published module with the same path.
+	stagingVersion string
+	cmds           map[string]string // binary name -> package path
+	ldflags        []string
+}
+
+func kubernetes() component {
+	minor := strings.Split(strings.TrimPrefix(KubernetesVersion, "v"), ".")
+	ld := []string{}
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		ld = append(ld,
+			"-X", pkg+".gitVersion="+KubernetesVersion,
+			"-X", pkg+".gitMajor="+minor[0],
+			"-X", pkg+".gitMinor="+minor[1],
+			"-X", pkg+".gitTreeState=clean",
+			"-X", pkg+".buildDate=1970-01-01T00:00:00Z",
+		)
+	}
+	return component{
+		module:         "k8s.io/kubernetes",
+		version:        KubernetesVersion,
+		stagingVersion: "v0" + strings.TrimPrefix(KubernetesVersion, "v1"),
+		cmds: map[string]string{
+			"kube-apiserver":          "k8s.io/kubernetes/cmd/kube-apiserver",
+			"kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+			"kube-proxy":              "k8s.io/kubernetes/cmd/kube-proxy",
+		},
+		ldflags: ld,
+	}
+}
+
+func etcd() component {
+	return component{
+		module:         "go.etcd.io/etcd/server/v3",
+		version:        EtcdVersion,
+		stagingVersion: EtcdVersion,
+		cmds:           map[string]string{"etcd": "go.etcd.io/etcd/server/v3"},
+		ldflags:        []string{"-X", "go.etcd.io/etcd/api/v3/version.GitSHA=" + EtcdVersion},
+	}
+}
+
+// Ensure returns the pinned binaries, building any that are missing from the Go module proxy.
+// Concurrent callers (parallel test binaries) serialise on a lock file in the cache.
+func Ensure(ctx context.Context, opts Options) (Binaries, error) {
+	if opts.CacheDir == "" {
+		opts.CacheDir = DefaultCacheDir()
+	}
+	if opts.Log == nil {
+		opts.Log = func(string, ...any) {}
+	}
+	binDir := filepath.Join(opts.CacheDir, "bin", "k8s-"+KubernetesVersion+"-etcd-"+EtcdVersion)
+	bins := Binaries{
+		Etcd:                  filepath.Join(binDir, "etcd"),
+		KubeAPIServer:         filepath.Join(binDir, "kube-apiserver"),
+		KubeControllerManager: filepath.Join(binDir, "kube-controller-manager"),
+		KubeProxy:             filepath.Join(binDir, "kube-proxy"),
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return Binaries{}, fmt.Errorf("creating cache directory: %w", err)
+	}
+	unlock, err := lock(ctx, filepath.Join(opts.CacheDir, "build.lock"))
+	if err != nil {
+		return Binaries{}, err
+	}
+	defer unlock()
+	for _, c := range []component{etcd(), kubernetes()} {
+		if err := c.build(ctx, opts, binDir); err != nil {
+			return Binaries{}, err
+		}
+	}
+	return bins, nil
+}
+
+func (c component) build(ctx context.Context, opts Options, binDir string) error {
+	missing := []string{}
+	for name := range c.cmds {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	src := filepath.Join(opts.CacheDir, "src", strings.ReplaceAll(c.module, "/", "_")+"@"+c.version)
+	if err := c.writeWrapper(ctx, src); err != nil {
+		return fmt.Errorf("preparing wrapper module for %s: %w", c.module, err)
+	}
+	for _, name := range missing {
+		start := time.Now()
+		opts.Log("building %s %s", name, c.version)
+		tmp := filepath.Join(binDir, "."+name+".tmp")
+		args := []string{"build", "-trimpath", "-o", tmp, "-ldflags", strings.Join(quoteAll(c.ldflags), " "), c.cmds[name]}
+		if err := goCmd(ctx, src, args...); err != nil {
+			return fmt.Errorf("building %s: %w", name, err)
+		}
+		if err := os.Rename(tmp, filepath.Join(binDir, name)); err != nil {
+			return fmt.Errorf("installing %s: %w", name, err)
+		}
+		opts.Log("built %s in %s", name, time.Since(start).Round(time.Second))
+	}
+	return nil
+}
+
+// writeWrapper creates a module that requires c.module and turns each of its relative replace
+// directives (which make it refuse `go install`) into the published module of the same path.
+func (c component) writeWrapper(ctx context.Context, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "go.sum")); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	out, err := goOutput(ctx, dir, "mod", "download", "-json", c.module+"@"+c.version)
+	if err != nil {
+		return err
+	}
+	var info struct{ GoMod, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return fmt.Errorf("decoding go mod download output: %w", err)
+	}
+	if info.Error != "" {
+		return errors.New(info.Error)
+	}
+	upstream, err := os.ReadFile(info.GoMod)
+	if err != nil {
+		return err
+	}
+	var gomod strings.Builder
+	fmt.Fprintf(&gomod, "module portico.invalid/k8sbin/%s\n\ngo %s\n\nrequire %s %s\n\n", strings.NewReplacer("@", "-", ".", "-").Replace(filepath.Base(dir)), goDirective(upstream), c.module, c.version)
+	for _, path := range relativeReplaces(upstream) {
+		fmt.Fprintf(&gomod, "replace %s => %s %s\n", path, path, c.stagingVersion)
+	}
+	var tools strings.Builder
+	tools.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
+	for _, pkg := range c.cmds {
+		fmt.Fprintf(&tools, "\t_ %q\n", pkg)
+	}
+	tools.WriteString(")\n")
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod.String()), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools.String()), 0o644); err != nil {
+		return err
+	}
+	return goCmd(ctx, dir, "mod", "tidy")
+}
+
+// relativeReplaces lists module paths that go.mod replaces with a local directory.
+func relativeReplaces(gomod []byte) []string {
+	var paths []string
+	inBlock := false
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "replace (":
+			inBlock = true
+			continue
+		case inBlock && line == ")":
+			inBlock = false
+			continue
+		case strings.HasPrefix(line, "replace "):
+			line = strings.TrimPrefix(line, "replace ")
+		case !inBlock:
+			continue
+		}
+		lhs, rhs, ok := strings.Cut(line, "=>")
+		if !ok {
+			continue
+		}
+		target := strings.Fields(rhs)
+		if len(target) != 1 || !strings.HasPrefix(target[0], ".") || strings.Contains(target[0], "FORBIDDEN") {
+			continue
+		}
+		paths = append(paths, strings.Fields(lhs)[0])
+	}
+	return paths
+}
+
+func goDirective(gomod []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "go" {
+			return f[1]
+		}
+	}
+	return "1.24.0"
+}
+
+func quoteAll(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, " \t") {
+			a = "'" + a + "'"
+		}
+		out[i] = a
+	}
+	return out
+}
+
+func goEnv() []string {
+	return append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
+}
+
+func goCmd(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir, cmd.Env = dir, goEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, tail(out, 4000))
+	}
+	return nil
+}
+
+func goOutput(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir, cmd.Env = dir, goEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, tail(stderr.Bytes(), 4000))
+	}
+	return out, nil
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// lock takes an exclusive flock on path, waiting until ctx ends.
+func lock(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening build lock: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,26 @@
+// Command k8sbin builds (or finds in the cache) the pinned Kubernetes and etcd binaries used by
+// the tests and prints the directory that holds them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+
+	"github.com/portico-lb/portico/e2e/k8sbin"
+)
+
+func main() {
+	cache := flag.String("cache", k8sbin.DefaultCacheDir(), "cache directory for wrapper modules and binaries")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	bins, err := k8sbin.Ensure(ctx, k8sbin.Options{CacheDir: *cache, Log: func(f string, a ...any) { log.Printf(f, a...) }})
+	if err != nil {
+		log.Fatalf("k8sbin: %v", err)
+	}
+	fmt.Println(bins.Dir())
+}

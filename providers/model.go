@@ -1,0 +1,139 @@
+package providers
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/portico-lb/portico/annotations"
+)
+
+// Ref identifies the load balancer of one Service. Providers use it to name and tag what they
+// create; UID keeps two Services that reuse a name apart.
+type Ref struct {
+	Namespace string
+	Name      string
+	UID       string
+}
+
+// String returns namespace/name.
+func (r Ref) String() string { return r.Namespace + "/" + r.Name }
+
+// Protocol is a transport protocol of a port.
+type Protocol string
+
+// Protocols a Service port may use.
+const (
+	TCP  Protocol = "TCP"
+	UDP  Protocol = "UDP"
+	SCTP Protocol = "SCTP"
+)
+
+// IPFamily of an address.
+type IPFamily string
+
+// The IP families.
+const (
+	IPv4 IPFamily = "IPv4"
+	IPv6 IPFamily = "IPv6"
+)
+
+// Port is one frontend port of the load balancer. A Service port that serves both TCP and UDP on
+// the same number appears as two Ports.
+type Port struct {
+	Name     string
+	Protocol Protocol
+	Port     int32
+	// NodePort is the node port traffic is forwarded to; 0 when the Service does not allocate
+	// node ports (allocateLoadBalancerNodePorts=false).
+	NodePort int32
+}
+
+// Node is a backend node the load balancer may send traffic to.
+type Node struct {
+	Name       string
+	ProviderID string
+	// Addresses are the node's InternalIP addresses (ExternalIP when it has none).
+	Addresses []netip.Addr
+	Labels    map[string]string
+}
+
+// SessionAffinity is the Service's affinity as the provider must express it.
+type SessionAffinity struct {
+	ClientIP bool
+	Timeout  time.Duration
+}
+
+// LoadBalancer is the complete desired state of one Service's load balancer, built by the
+// controller from the Service, its annotations and the eligible nodes. Providers receive the
+// whole thing on every call and converge to it.
+type LoadBalancer struct {
+	Ref Ref
+	// Class is the Service's loadBalancerClass ("" for none).
+	Class    string
+	Internal bool
+	// IPFamilies in the order of spec.ipFamilies.
+	IPFamilies []IPFamily
+	// RequestedIPs from spec.loadBalancerIP or a provider annotation; empty lets the provider choose.
+	RequestedIPs []netip.Addr
+	Ports        []Port
+	// SourceRanges allowed to reach the load balancer; empty means everyone.
+	SourceRanges []netip.Prefix
+	// LocalTrafficOnly is externalTrafficPolicy=Local: only nodes with a ready local endpoint,
+	// as told by HealthCheckNodePort, should receive traffic.
+	LocalTrafficOnly    bool
+	HealthCheckNodePort int32
+	SessionAffinity     SessionAffinity
+	// Nodes eligible as backends, sorted by name.
+	Nodes []Node
+	// Annotations holds the provider-specific settings parsed from the Service's annotations.
+	Annotations annotations.Spec
+}
+
+// IPMode says how traffic to an ingress IP reaches nodes (status.loadBalancer.ingress[].ipMode).
+type IPMode string
+
+// IP modes.
+const (
+	// IPModeVIP: packets arrive with the LB IP as destination (bare-metal VIPs).
+	IPModeVIP IPMode = "VIP"
+	// IPModeProxy: packets arrive at a node port from a proxy (cloud load balancers).
+	IPModeProxy IPMode = "Proxy"
+)
+
+// PortStatus reports a port the load balancer cannot serve.
+type PortStatus struct {
+	Port     int32
+	Protocol Protocol
+	// Error is a CamelCase reason, e.g. "PortAllocationFailed".
+	Error string
+}
+
+// Ingress is one address the load balancer is reachable at.
+type Ingress struct {
+	IP       netip.Addr
+	Hostname string
+	IPMode   IPMode
+	Ports    []PortStatus
+}
+
+// Status is what a provider observed after converging.
+type Status struct {
+	Ingress []Ingress
+}
+
+// Capabilities tell the controller what a provider can express, so that unsupported requests
+// are rejected as invalid input before any provider call.
+type Capabilities struct {
+	// NeedsNodePorts: the provider forwards to node ports and cannot serve a port without one.
+	NeedsNodePorts bool
+	// SessionAffinity: the provider can honour sessionAffinity=ClientIP.
+	SessionAffinity bool
+	// MixedProtocols: TCP and UDP (and SCTP) ports on one load balancer.
+	MixedProtocols bool
+	// Protocols the provider serves; nil means all.
+	Protocols []Protocol
+	// RequestedIPs: the provider can honour a requested address.
+	RequestedIPs bool
+	// IPFamilies the provider can serve; nil means all.
+	IPFamilies []IPFamily
+}
