@@ -6,7 +6,7 @@ BIN ?= bin
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/e2e')
 E2E_PKGS  = ./e2e/...
 GOTEST_FLAGS ?= -count=1
-STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.7.0
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: help build test test-unit test-e2e bench bench-scale lint tools demo clean-lab
 
