@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
@@ -40,19 +41,19 @@ type Controller struct {
 	ReferencePool string `json:"referencePool,omitempty"`
 	// ResyncPeriod is how often every owned Service is re-ensured so that providers repair
 	// out-of-band changes. 0 disables it.
-	ResyncPeriod time.Duration `json:"resyncPeriod,omitempty"`
+	ResyncPeriod metav1.Duration `json:"resyncPeriod,omitempty"`
 	// Workers is the number of Services reconciled in parallel.
 	Workers int `json:"workers,omitempty"`
 
-	LeaderElect              bool          `json:"leaderElect,omitempty"`
-	LeaderElectionNamespace  string        `json:"leaderElectionNamespace,omitempty"`
-	LeaderElectionID         string        `json:"leaderElectionID,omitempty"`
-	LeaderElectionLease      time.Duration `json:"leaderElectionLease,omitempty"`
-	LeaderElectionRenew      time.Duration `json:"leaderElectionRenew,omitempty"`
-	LeaderElectionRetry      time.Duration `json:"leaderElectionRetry,omitempty"`
-	MetricsBindAddress       string        `json:"metricsBindAddress,omitempty"`
-	HealthProbeBindAddress   string        `json:"healthProbeBindAddress,omitempty"`
-	ClusterName              string        `json:"clusterName,omitempty"`
+	LeaderElect              bool            `json:"leaderElect,omitempty"`
+	LeaderElectionNamespace  string          `json:"leaderElectionNamespace,omitempty"`
+	LeaderElectionID         string          `json:"leaderElectionID,omitempty"`
+	LeaderElectionLease      metav1.Duration `json:"leaderElectionLease,omitempty"`
+	LeaderElectionRenew      metav1.Duration `json:"leaderElectionRenew,omitempty"`
+	LeaderElectionRetry      metav1.Duration `json:"leaderElectionRetry,omitempty"`
+	MetricsBindAddress       string          `json:"metricsBindAddress,omitempty"`
+	HealthProbeBindAddress   string          `json:"healthProbeBindAddress,omitempty"`
+	ClusterName              string          `json:"clusterName,omitempty"`
 	classFlag, classlessFlag string
 	configFile               string
 }
@@ -62,14 +63,14 @@ func DefaultController() Controller {
 	return Controller{
 		Classes:                 map[string]string{},
 		ReferencePool:           "198.18.128.0/24",
-		ResyncPeriod:            10 * time.Minute,
+		ResyncPeriod:            metav1.Duration{Duration: 10 * time.Minute},
 		Workers:                 4,
 		LeaderElect:             true,
 		LeaderElectionNamespace: "kube-system",
 		LeaderElectionID:        "portico-controller",
-		LeaderElectionLease:     15 * time.Second,
-		LeaderElectionRenew:     10 * time.Second,
-		LeaderElectionRetry:     2 * time.Second,
+		LeaderElectionLease:     metav1.Duration{Duration: 15 * time.Second},
+		LeaderElectionRenew:     metav1.Duration{Duration: 10 * time.Second},
+		LeaderElectionRetry:     metav1.Duration{Duration: 2 * time.Second},
 		MetricsBindAddress:      ":8080",
 		HealthProbeBindAddress:  ":8081",
 		ClusterName:             "portico",
@@ -83,14 +84,14 @@ func (c *Controller) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.classFlag, "class", "", "comma list of CLASS=PROVIDER pairs: loadBalancerClasses this controller owns (providers: "+strings.Join(KnownProviders, ", ")+")")
 	fs.StringVar(&c.classlessFlag, "classless-provider", "", "also own Services without a loadBalancerClass and serve them with this provider")
 	fs.StringVar(&c.ReferencePool, "reference-pool", c.ReferencePool, "CIDR the reference provider allocates ingress IPs from")
-	fs.DurationVar(&c.ResyncPeriod, "resync-period", c.ResyncPeriod, "re-ensure every owned load balancer this often to repair drift (0 disables)")
+	fs.DurationVar(&c.ResyncPeriod.Duration, "resync-period", c.ResyncPeriod.Duration, "re-ensure every owned load balancer this often to repair drift (0 disables)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "Services reconciled in parallel")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease so only one replica acts")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader-election Lease")
 	fs.StringVar(&c.LeaderElectionID, "leader-election-id", c.LeaderElectionID, "name of the leader-election Lease")
-	fs.DurationVar(&c.LeaderElectionLease, "leader-election-lease-duration", c.LeaderElectionLease, "how long a Lease is valid without renewal")
-	fs.DurationVar(&c.LeaderElectionRenew, "leader-election-renew-deadline", c.LeaderElectionRenew, "how long the leader retries renewing before giving up")
-	fs.DurationVar(&c.LeaderElectionRetry, "leader-election-retry-period", c.LeaderElectionRetry, "how often candidates retry acquiring the Lease")
+	fs.DurationVar(&c.LeaderElectionLease.Duration, "leader-election-lease-duration", c.LeaderElectionLease.Duration, "how long a Lease is valid without renewal")
+	fs.DurationVar(&c.LeaderElectionRenew.Duration, "leader-election-renew-deadline", c.LeaderElectionRenew.Duration, "how long the leader retries renewing before giving up")
+	fs.DurationVar(&c.LeaderElectionRetry.Duration, "leader-election-retry-period", c.LeaderElectionRetry.Duration, "how often candidates retry acquiring the Lease")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address of the Prometheus /metrics endpoint (0 disables)")
 	fs.StringVar(&c.HealthProbeBindAddress, "health-probe-bind-address", c.HealthProbeBindAddress, "address of /healthz and /readyz (0 disables)")
 	fs.StringVar(&c.ClusterName, "cluster-name", c.ClusterName, "cluster name, used by providers to tag what they create")
@@ -176,7 +177,7 @@ func (c *Controller) Validate() error {
 	if _, err := netip.ParsePrefix(c.ReferencePool); err != nil {
 		errs = append(errs, field.Invalid(root.Child("referencePool"), c.ReferencePool, "must be a CIDR"))
 	}
-	if c.ResyncPeriod < 0 {
+	if c.ResyncPeriod.Duration < 0 {
 		errs = append(errs, field.Invalid(root.Child("resyncPeriod"), c.ResyncPeriod.String(), "must be >= 0 (0 disables)"))
 	}
 	if c.Workers < 1 {
@@ -189,7 +190,7 @@ func (c *Controller) Validate() error {
 		if c.LeaderElectionID == "" {
 			errs = append(errs, field.Required(root.Child("leaderElectionID"), ""))
 		}
-		if !(c.LeaderElectionLease > c.LeaderElectionRenew && c.LeaderElectionRenew > c.LeaderElectionRetry && c.LeaderElectionRetry > 0) {
+		if !(c.LeaderElectionLease.Duration > c.LeaderElectionRenew.Duration && c.LeaderElectionRenew.Duration > c.LeaderElectionRetry.Duration && c.LeaderElectionRetry.Duration > 0) {
 			errs = append(errs, field.Invalid(root.Child("leaderElectionLease"), c.LeaderElectionLease.String(),
 				"need lease duration > renew deadline > retry period > 0"))
 		}

@@ -29,7 +29,7 @@ func NewManager(cfg config.Controller, restCfg *rest.Config, logger logr.Logger,
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	lease, renew, retry := cfg.LeaderElectionLease, cfg.LeaderElectionRenew, cfg.LeaderElectionRetry
+	lease, renew, retry := cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                        scheme,
 		Logger:                        logger,
@@ -69,7 +69,7 @@ func NewManager(cfg config.Controller, restCfg *rest.Config, logger logr.Logger,
 	rec, err := service.NewReconciler(mgr.GetClient(), service.Options{
 		Ownership:    service.Ownership{Classes: cfg.Classes, Classless: cfg.ClasslessProvider},
 		Providers:    provs,
-		ResyncPeriod: cfg.ResyncPeriod,
+		ResyncPeriod: cfg.ResyncPeriod.Duration,
 		Recorder:     mgr.GetEventRecorder("portico-controller"),
 		Metrics:      service.NewMetrics(metrics.Registry),
 	})

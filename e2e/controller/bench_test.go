@@ -64,7 +64,7 @@ func benchProvision(b *testing.B, n int) {
 	cfg := config.DefaultController()
 	cfg.Classes = map[string]string{class: "bench"}
 	cfg.LeaderElect = false
-	cfg.ResyncPeriod = 0
+	cfg.ResyncPeriod.Duration = 0
 	cfg.Workers = 8
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
 	prov := reference.New(reference.Options{Name: "bench", Pool: netip.MustParsePrefix("198.18.160.0/20"),

@@ -100,11 +100,11 @@ func (e *env) start(o envOptions) {
 		cfg.Classes = map[string]string{}
 		cfg.ClasslessProvider = "test"
 	}
-	cfg.ResyncPeriod = o.resync
+	cfg.ResyncPeriod.Duration = o.resync
 	cfg.LeaderElect = o.leaderElec
 	cfg.LeaderElectionNamespace = e.ns
 	cfg.LeaderElectionID = "portico-controller"
-	cfg.LeaderElectionLease, cfg.LeaderElectionRenew, cfg.LeaderElectionRetry = 3*time.Second, 2*time.Second, 500*time.Millisecond
+	cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration = 3*time.Second, 2*time.Second, 500*time.Millisecond
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
 	// config.KnownProviders does not list the test provider; the manager accepts it as extra.
 	mgr, err := controllers.NewManager(cfg, testCluster.Config(), ctrl.Log.WithName(e.ns), map[string]providers.Provider{"test": e.prov})

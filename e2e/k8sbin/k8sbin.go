@@ -147,20 +147,39 @@ func (c component) build(ctx context.Context, opts Options, binDir string) error
 	if err := c.writeWrapper(ctx, src); err != nil {
 		return fmt.Errorf("preparing wrapper module for %s: %w", c.module, err)
 	}
+	// One go build for every missing binary: the packages they share compile once.
+	start := time.Now()
+	opts.Log("building %s %s", strings.Join(missing, ", "), c.version)
+	tmp, err := os.MkdirTemp(binDir, ".build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	args := []string{"build", "-trimpath", "-o", tmp + "/", "-ldflags", strings.Join(quoteAll(c.ldflags), " ")}
 	for _, name := range missing {
-		start := time.Now()
-		opts.Log("building %s %s", name, c.version)
-		tmp := filepath.Join(binDir, "."+name+".tmp")
-		args := []string{"build", "-trimpath", "-o", tmp, "-ldflags", strings.Join(quoteAll(c.ldflags), " "), c.cmds[name]}
-		if err := goCmd(ctx, src, args...); err != nil {
-			return fmt.Errorf("building %s: %w", name, err)
-		}
-		if err := os.Rename(tmp, filepath.Join(binDir, name)); err != nil {
+		args = append(args, c.cmds[name])
+	}
+	if err := goCmd(ctx, src, args...); err != nil {
+		return fmt.Errorf("building %s: %w", strings.Join(missing, ", "), err)
+	}
+	for _, name := range missing {
+		if err := os.Rename(filepath.Join(tmp, binaryName(c.cmds[name])), filepath.Join(binDir, name)); err != nil {
 			return fmt.Errorf("installing %s: %w", name, err)
 		}
-		opts.Log("built %s in %s", name, time.Since(start).Round(time.Second))
 	}
+	opts.Log("built %s in %s", strings.Join(missing, ", "), time.Since(start).Round(time.Second))
 	return nil
+}
+
+// binaryName is the file name go build gives the main package pkg: its last path element, or
+// the one before a major-version suffix (go.etcd.io/etcd/server/v3 -> server).
+func binaryName(pkg string) string {
+	elems := strings.Split(pkg, "/")
+	last := elems[len(elems)-1]
+	if len(elems) > 1 && len(last) > 1 && last[0] == 'v' && strings.Trim(last[1:], "0123456789") == "" {
+		return elems[len(elems)-2]
+	}
+	return last
 }
 
 // writeWrapper creates a module that requires c.module and turns each of its relative replace
