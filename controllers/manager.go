@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 
@@ -11,7 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/portico-lb/portico/config"
@@ -59,19 +59,16 @@ func NewManager(cfg config.Controller, restCfg *rest.Config, logger logr.Logger,
 		return nil, err
 	}
 
-	provs, err := buildProviders(cfg)
+	provs, err := buildProviders(cfg, extra)
 	if err != nil {
 		return nil, err
-	}
-	for name, p := range extra {
-		provs[name] = p
 	}
 	rec, err := service.NewReconciler(mgr.GetClient(), service.Options{
 		Ownership:    service.Ownership{Classes: cfg.Classes, Classless: cfg.ClasslessProvider},
 		Providers:    provs,
 		ResyncPeriod: cfg.ResyncPeriod.Duration,
 		Recorder:     mgr.GetEventRecorder("portico-controller"),
-		Metrics:      service.NewMetrics(metrics.Registry),
+		Metrics:      service.ProcessMetrics(),
 	})
 	if err != nil {
 		return nil, err
@@ -82,9 +79,13 @@ func NewManager(cfg config.Controller, restCfg *rest.Config, logger logr.Logger,
 	return mgr, nil
 }
 
-// buildProviders instantiates every provider the configuration names.
-func buildProviders(cfg config.Controller) (map[string]providers.Provider, error) {
-	out := map[string]providers.Provider{}
+// buildProviders instantiates every provider the configuration names, except those given in
+// extra, which are used as they are.
+func buildProviders(cfg config.Controller, extra map[string]providers.Provider) (map[string]providers.Provider, error) {
+	out := maps.Clone(extra)
+	if out == nil {
+		out = map[string]providers.Provider{}
+	}
 	names := []string{cfg.ClasslessProvider}
 	for _, p := range cfg.Classes {
 		names = append(names, p)

@@ -2,9 +2,11 @@ package service
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/portico-lb/portico/providers"
 )
@@ -35,6 +37,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	return m
 }
+
+// ProcessMetrics returns the metrics registered once per process in controller-runtime's
+// registry (which /metrics serves); every reconciler in the process shares them.
+var ProcessMetrics = sync.OnceValue(func() *Metrics { return NewMetrics(crmetrics.Registry) })
 
 func (m *Metrics) observeCall(provider, op string, start time.Time, err error) {
 	m.duration.WithLabelValues(provider, op).Observe(time.Since(start).Seconds())

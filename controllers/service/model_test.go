@@ -118,8 +118,11 @@ func TestBuildLoadBalancer(t *testing.T) {
 			},
 		},
 		{
-			name:    "unsupported protocol and family",
-			svc:     baseService(func(s *corev1.Service) { s.Spec.Ports[0].Protocol = corev1.ProtocolSCTP; s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol} }),
+			name: "unsupported protocol and family",
+			svc: baseService(func(s *corev1.Service) {
+				s.Spec.Ports[0].Protocol = corev1.ProtocolSCTP
+				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+			}),
 			caps:    providers.Capabilities{Protocols: []providers.Protocol{providers.TCP, providers.UDP}, IPFamilies: []providers.IPFamily{providers.IPv4}},
 			wantErr: []string{"spec.ports[0].protocol", "spec.ipFamilies[0]"},
 		},

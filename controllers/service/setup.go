@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.ownedServices), builder.WithPredicates(nodeChange{})).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: workers,
+			// Several managers share a process in tests (and a leader-election handover
+			// test runs two); names are unique per manager, which is what matters.
+			SkipNameValidation: ptr.To(true),
 			// Upstream's service controller backs off from 5 s to 300 s; start lower so a
 			// conflict on a status patch retries quickly.
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](500*time.Millisecond, 300*time.Second),
@@ -73,7 +77,8 @@ func (ignoreStatusOnly) Update(e event.UpdateEvent) bool {
 	if o == nil || n == nil {
 		return true
 	}
-	return o.Generation != n.Generation ||
+	// Services do not bump metadata.generation on spec changes: compare the spec itself.
+	return !reflect.DeepEqual(o.Spec, n.Spec) ||
 		!reflect.DeepEqual(o.Annotations, n.Annotations) ||
 		!reflect.DeepEqual(o.Finalizers, n.Finalizers) ||
 		!reflect.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) ||

@@ -66,6 +66,16 @@ func TestCreateUpdateDelete(t *testing.T) {
 		t.Errorf("ingress address changed on update: %s -> %s", ing.IP, ip)
 	}
 
+	// A change that does not alter the model (an annotation Portico does not read) costs no
+	// provider call.
+	time.Sleep(500 * time.Millisecond)
+	calls := e.prov.Calls()[reference.OpEnsure]
+	e.update("web", func(s *corev1.Service) { s.Annotations["example.com/unrelated"] = "x" })
+	time.Sleep(time.Second)
+	if n := e.prov.Calls()[reference.OpEnsure] - calls; n != 0 {
+		t.Errorf("an unrelated annotation caused %d provider calls", n)
+	}
+
 	// Delete: the provider cleans up, then the finalizer goes and the Service disappears.
 	if err := e.cs.CoreV1().Services(e.ns).Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -157,7 +167,7 @@ func TestInvalidAnnotationReportedWithoutProviderCall(t *testing.T) {
 	ing := e.waitIngress("good").Status.LoadBalancer.Ingress
 	calls := e.prov.Calls()[reference.OpEnsure]
 	e.update("good", func(s *corev1.Service) {
-		s.Annotations = map[string]string{"service.beta.kubernetes.io/load-balancer-source-ranges": "198.18.1.1"}
+		s.Annotations = map[string]string{"portico-lb.io/internal": "yes"}
 	})
 	s = e.waitCondition("good", metav1.ConditionFalse, service.ReasonInvalidSpec)
 	if _, err := e.prov.Get(context.Background(), e.ref(good)); err != nil {
@@ -171,7 +181,7 @@ func TestInvalidAnnotationReportedWithoutProviderCall(t *testing.T) {
 	}
 	// Fixing the annotation makes it ready again.
 	e.update("good", func(s *corev1.Service) {
-		s.Annotations = map[string]string{"service.beta.kubernetes.io/load-balancer-source-ranges": "198.18.1.0/24"}
+		s.Annotations = map[string]string{"portico-lb.io/internal": "true"}
 	})
 	e.waitCondition("good", metav1.ConditionTrue, service.ReasonProvisioned)
 }
