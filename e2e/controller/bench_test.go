@@ -17,6 +17,7 @@ import (
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/controllers"
+	"github.com/portico-lb/portico/e2e/cluster"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/reference"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -55,6 +56,12 @@ func benchProvision(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	cs := testCluster.Client()
+	for i := range 3 {
+		name := fmt.Sprintf("bench-node-%d", i)
+		if _, err := testCluster.RegisterNode(ctx, cluster.NodeSpec{Name: name, InternalIPs: []netip.Addr{netip.AddrFrom4([4]byte{198, 19, 210, byte(10 + i)})}}); err != nil {
+			b.Fatal(err)
+		}
+	}
 
 	var writes atomic.Int64
 	restCfg := testCluster.Config()
