@@ -1,0 +1,34 @@
+// Package providers owns the seam between Portico's controllers and the infrastructure that
+// carries load-balancer traffic (an AWS load balancer, a bare-metal VIP announced from nodes, or
+// the in-memory reference used by tests).
+//
+// It holds three things and nothing else:
+//
+//   - the Provider interface (Name, Capabilities, Ensure, Get, Delete);
+//   - the desired-load-balancer model (LoadBalancer and the types it is built from) and the
+//     observed Status a provider reports back;
+//   - the typed errors: ErrNotFound, *InvalidError (terminal: bad or unsupported input) and
+//     *RetryError (retry after a fixed delay). Any other error is transient and retried with
+//     backoff. Callers branch on them with errors.Is / errors.As, never on message text.
+//
+// # Contract
+//
+// Every implementation honours the same contract, checked by the conformance suite in
+// providers/providertest:
+//
+//   - Declarative: Ensure receives the complete desired load balancer on every call and
+//     converges to it, creating, updating or repairing drift as needed. There is no separate
+//     create/update path and no partial request.
+//   - No raw Service: the controller builds the LoadBalancer from the Service, its annotations
+//     and the eligible nodes; a provider sees only the model and never reads a Service.
+//   - No API writes: a provider never talks to the Kubernetes API server. It returns a Status;
+//     the controller reports it on the Service.
+//   - Idempotent: calling Ensure twice with the same model changes nothing and returns the same
+//     Status; Delete of something that does not exist succeeds; Get of it returns ErrNotFound.
+//   - Honest capabilities: Capabilities describes what the provider can express, and Ensure
+//     rejects anything outside them with an *InvalidError naming the Service field
+//     (e.g. "spec.sessionAffinity") before creating anything.
+//
+// Implementations live in sub-packages: aws, baremetal, and reference (an in-memory provider for
+// tests, benchmarks and demos, kept out of production packages).
+package providers

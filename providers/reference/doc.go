@@ -1,0 +1,14 @@
+// Package reference is an in-memory Provider: the executable statement of the providers
+// contract, used by controller tests, the benchmark and the demo.
+//
+// It owns nothing outside the process. Ensure validates the desired load balancer against the
+// Capabilities it was built with (returning *providers.InvalidError with the Service field path
+// for anything it cannot express), allocates one address per requested IP family from its pools,
+// stores a deep copy of the model and reports a Status: one ingress IP per family with IP mode
+// VIP, or, with Options.Hostnames, one DNS name as a cloud load balancer would.
+//
+// It lives in its own package so that no fake is compiled into production packages. Besides the
+// Provider interface it exports test hooks (Calls, Desired, Refs, FailNext, SetDelay, Drift,
+// Repairs) that let a test observe what the controller asked for and inject faults. Every method,
+// hooks included, is safe for concurrent use.
+package reference
