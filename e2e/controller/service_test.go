@@ -347,3 +347,23 @@ func countNodes(lb *providers.LoadBalancer, names []string) int {
 	}
 	return n
 }
+
+func TestLosingOwnershipCleansUp(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(e.lbService("web"))
+	e.waitIngress("web")
+	e.shutdown()
+
+	// The same controller restarted without the class (and the same provider behind it) lets
+	// go of the Service: the load balancer is deleted, status and finalizer removed.
+	ownClass := e.class
+	e.class = ownClass + "-other"
+	e.start(envOptions{})
+	e.eventually("finalizer and status removed", func() (bool, error) {
+		s := e.get("web")
+		return !hasFinalizer(s) && len(s.Status.LoadBalancer.Ingress) == 0, nil
+	})
+	if refs := e.prov.Refs(); len(refs) != 0 {
+		t.Errorf("provider still holds %v", refs)
+	}
+}
