@@ -36,5 +36,8 @@ lint: ## gofmt, go vet, staticcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
+demo: tools ## a local control plane + portico-controller: provision, reject bad input, clean up
+	$(GO) run ./e2e/tools/demo
+
 clean-lab: ## remove network-lab namespaces and links left by an interrupted test run
 	$(GO) run ./e2e/tools/netlab-sweep

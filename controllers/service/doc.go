@@ -1,0 +1,8 @@
+// Package service is the reconciler for Services of type LoadBalancer. Each reconcile runs four
+// steps: observe (the Service and the Nodes), build the desired providers.LoadBalancer with the
+// pure BuildLoadBalancer, apply it through the Service's provider, and report through
+// status.loadBalancer, the portico-lb.io/LoadBalancerReady condition and Events.
+//
+// It owns the finalizer portico-lb.io/load-balancer-cleanup, the mapping of provider errors to
+// reconcile results (ensureFailed), and the node-eligibility rules shared with portico-ccm.
+package service
