@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,7 +107,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	c = &Cluster{dir: opts.Dir, logf: opts.Logf}
 	if c.dir == "" {
-		if c.dir, err = os.MkdirTemp("", "portico-cluster-"); err != nil {
+		sweepDirs()
+		if c.dir, err = os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-"); err != nil {
 			return nil, err
 		}
 		c.ownsDir = true
@@ -307,6 +309,26 @@ func (c *Cluster) Stop() error {
 		c.dir = ""
 	}
 	return errors.Join(errs...)
+}
+
+// dirPrefix names cluster directories; the owner's pid follows it so that directories of runs
+// that died (a panic, an interrupt) can be swept.
+const dirPrefix = "portico-cluster-"
+
+// sweepDirs removes cluster directories whose owning process is gone. Their processes died
+// with the owner (Pdeathsig); only the data is left.
+func sweepDirs() {
+	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, dir := range matches {
+		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.RemoveAll(dir)
+		}
+	}
 }
 
 // waitFor polls check until it succeeds, the process exits, or the timeout passes.
