@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,15 +71,7 @@ type envOptions struct {
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	e := &env{t: t, ns: name, class: "portico-lb.io/" + name, cs: testCluster.Client()}
-	ctx := context.Background()
-	if err := testCluster.EnsureNamespace(ctx, e.ns); err != nil {
-		t.Fatal(err)
-	}
+	e := newEnvNoController(t)
 	e.prov = o.prov
 	if e.prov == nil {
 		caps := providers.Capabilities{SessionAffinity: true, MixedProtocols: true, RequestedIPs: true}
