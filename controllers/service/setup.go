@@ -66,7 +66,8 @@ func (r *Reconciler) ownedServices(ctx context.Context, _ client.Object) []recon
 	return reqs
 }
 
-// ignoreStatusOnly drops Service updates that changed nothing but status (our own writes).
+// ignoreStatusOnly drops Service updates that changed nothing but status or finalizers (our own
+// writes): reacting to them would re-run a reconcile that asked for a delayed retry.
 type ignoreStatusOnly struct{ predicate.Funcs }
 
 func (ignoreStatusOnly) Create(event.CreateEvent) bool   { return true }
@@ -80,7 +81,6 @@ func (ignoreStatusOnly) Update(e event.UpdateEvent) bool {
 	// Services do not bump metadata.generation on spec changes: compare the spec itself.
 	return !reflect.DeepEqual(o.Spec, n.Spec) ||
 		!reflect.DeepEqual(o.Annotations, n.Annotations) ||
-		!reflect.DeepEqual(o.Finalizers, n.Finalizers) ||
 		!reflect.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) ||
 		// A status.loadBalancer edited by someone else is put back.
 		!reflect.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)

@@ -237,9 +237,17 @@ func TestTransientProviderErrorRetries(t *testing.T) {
 func TestRetryErrorWaitsFixedDelay(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.prov.FailNext(reference.OpEnsure, providers.RetryAfter(time.Second, "load balancer is still provisioning"))
+	start := time.Now()
 	e.create(e.lbService("web"))
-	e.waitCondition("web", metav1.ConditionFalse, service.ReasonPending)
+	// The Pending condition lasts only the retry delay; the Event stays.
+	e.waitEvent("web", service.ReasonPending)
 	e.waitCondition("web", metav1.ConditionTrue, service.ReasonProvisioned)
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("provisioned after %s, before the provider's 1s retry delay", d)
+	}
+	if n := e.prov.Calls()[reference.OpEnsure]; n != 2 {
+		t.Errorf("provider Ensure called %d times, want 2 (retry, then success)", n)
+	}
 }
 
 func TestNodeChanges(t *testing.T) {
