@@ -47,7 +47,8 @@ func ToServiceStatus(st providers.Status) corev1.LoadBalancerStatus {
 		if in.IP.IsValid() {
 			ing.IP = in.IP.String()
 		}
-		if in.IPMode != "" {
+		// The API accepts ipMode only next to an ip.
+		if in.IPMode != "" && in.IP.IsValid() {
 			mode := corev1.LoadBalancerIPMode(in.IPMode)
 			ing.IPMode = &mode
 		}

@@ -44,3 +44,10 @@ func TestStatusWritesOnlyOnChange(t *testing.T) {
 		t.Errorf("condition = %+v", s.Conditions)
 	}
 }
+
+func TestIPModeOnlyWithIP(t *testing.T) {
+	st := ToServiceStatus(providers.Status{Ingress: []providers.Ingress{{Hostname: "x.lb.invalid", IPMode: providers.IPModeProxy}}})
+	if st.Ingress[0].IPMode != nil {
+		t.Errorf("ipMode set on a hostname-only ingress: %v", *st.Ingress[0].IPMode)
+	}
+}
