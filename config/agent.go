@@ -1,0 +1,172 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/rest"
+)
+
+// Agent is the configuration of portico-agent, the per-node dataplane.
+type Agent struct {
+	// Kubeconfig path; empty means in-cluster or $KUBECONFIG.
+	Kubeconfig string
+	// NodeName is this node's Node object; defaults to the hostname.
+	NodeName string
+	// SyncPeriod is how often the agent rewrites every chain it owns (a full sync), repairing
+	// whatever someone else changed or deleted.
+	SyncPeriod time.Duration
+	// MinSyncPeriod is the shortest time between two syncs: changes arriving faster are batched.
+	MinSyncPeriod time.Duration
+	// HealthzBindAddress serves /healthz and /livez ("0" or "" disables).
+	HealthzBindAddress string
+	// MetricsBindAddress serves /metrics ("0" or "" disables).
+	MetricsBindAddress string
+	// Cleanup removes everything the agent installed and exits.
+	Cleanup bool
+	// NodePortAddresses restricts NodePorts to node addresses within these CIDRs; empty means
+	// every local address except loopback.
+	NodePortAddresses []string
+	// ClusterCIDRs hold the pods' addresses: traffic from outside them to a ClusterIP is
+	// masqueraded, traffic from inside them to an externalTrafficPolicy: Local address is sent
+	// to any endpoint. Empty disables both.
+	ClusterCIDRs []string
+	// MasqueradeAll masquerades all ClusterIP traffic.
+	MasqueradeAll bool
+	// MasqueradeBit is the fwmark bit (0-31) that asks for masquerading.
+	MasqueradeBit int
+	// IPTablesPath and IP6TablesPath name the iptables binaries (the -restore and -save
+	// variants are found next to them by suffix).
+	IPTablesPath, IP6TablesPath string
+}
+
+// DefaultAgent returns the defaults.
+func DefaultAgent() Agent {
+	host, _ := os.Hostname()
+	return Agent{
+		NodeName:           strings.ToLower(host),
+		SyncPeriod:         30 * time.Second,
+		MinSyncPeriod:      1 * time.Second,
+		HealthzBindAddress: "0.0.0.0:10256",
+		MetricsBindAddress: "127.0.0.1:10249",
+		MasqueradeBit:      12,
+		IPTablesPath:       "iptables",
+		IP6TablesPath:      "ip6tables",
+	}
+}
+
+// BindFlags registers the agent's flags on fs.
+func (c *Agent) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
+	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this node's Node object (default: the hostname)")
+	fs.StringVar(&c.NodeName, "hostname-override", c.NodeName, "alias of --node-name, as kube-proxy spells it")
+	fs.DurationVar(&c.SyncPeriod, "sync-period", c.SyncPeriod, "how often every owned chain is rewritten, repairing drift")
+	fs.DurationVar(&c.MinSyncPeriod, "min-sync-period", c.MinSyncPeriod, "shortest time between syncs; faster changes are batched")
+	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address of /healthz and /livez (0 disables)")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address of /metrics (0 disables)")
+	fs.BoolVar(&c.Cleanup, "cleanup", c.Cleanup, "remove every chain and rule the agent installed, then exit")
+	fs.Func("nodeport-addresses", "comma list of CIDRs: NodePorts answer only on node addresses within them (default: every local address)", func(s string) error {
+		c.NodePortAddresses = splitList(s)
+		return nil
+	})
+	fs.Func("cluster-cidr", "comma list of the pods' CIDRs (enables masquerading of off-cluster ClusterIP traffic and the externalTrafficPolicy: Local short-circuit)", func(s string) error {
+		c.ClusterCIDRs = splitList(s)
+		return nil
+	})
+	fs.BoolVar(&c.MasqueradeAll, "masquerade-all", c.MasqueradeAll, "masquerade all traffic sent to ClusterIPs")
+	fs.IntVar(&c.MasqueradeBit, "masquerade-bit", c.MasqueradeBit, "fwmark bit (0-31) marking packets to masquerade")
+	fs.StringVar(&c.IPTablesPath, "iptables", c.IPTablesPath, "iptables binary; iptables-restore and iptables-save are its siblings")
+	fs.StringVar(&c.IP6TablesPath, "ip6tables", c.IP6TablesPath, "ip6tables binary")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// Validate returns every problem with the configuration.
+func (c *Agent) Validate() error {
+	var errs field.ErrorList
+	root := field.NewPath("config")
+	if c.NodeName == "" {
+		errs = append(errs, field.Required(root.Child("nodeName"), "set --node-name"))
+	} else {
+		for _, msg := range validation.IsDNS1123Subdomain(c.NodeName) {
+			errs = append(errs, field.Invalid(root.Child("nodeName"), c.NodeName, msg))
+		}
+	}
+	if c.SyncPeriod <= 0 {
+		errs = append(errs, field.Invalid(root.Child("syncPeriod"), c.SyncPeriod.String(), "must be > 0"))
+	}
+	if c.MinSyncPeriod < 0 {
+		errs = append(errs, field.Invalid(root.Child("minSyncPeriod"), c.MinSyncPeriod.String(), "must be >= 0"))
+	} else if c.SyncPeriod > 0 && c.MinSyncPeriod > c.SyncPeriod {
+		errs = append(errs, field.Invalid(root.Child("minSyncPeriod"), c.MinSyncPeriod.String(), "must not exceed syncPeriod"))
+	}
+	for name, addr := range map[string]string{"healthzBindAddress": c.HealthzBindAddress, "metricsBindAddress": c.MetricsBindAddress} {
+		if addr == "0" || addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, field.Invalid(root.Child(name), addr, "must be host:port, :port or 0"))
+		}
+	}
+	for i, s := range c.NodePortAddresses {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			errs = append(errs, field.Invalid(root.Child("nodePortAddresses").Index(i), s, "must be a CIDR"))
+		}
+	}
+	for i, s := range c.ClusterCIDRs {
+		if _, err := netip.ParsePrefix(s); err != nil {
+			errs = append(errs, field.Invalid(root.Child("clusterCIDRs").Index(i), s, "must be a CIDR"))
+		}
+	}
+	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
+		errs = append(errs, field.Invalid(root.Child("masqueradeBit"), c.MasqueradeBit, "must be in 0..31"))
+	}
+	if c.IPTablesPath == "" {
+		errs = append(errs, field.Required(root.Child("iptablesPath"), ""))
+	}
+	if c.IP6TablesPath == "" {
+		errs = append(errs, field.Required(root.Child("ip6tablesPath"), ""))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	sort.Strings(msgs)
+	return errors.New("invalid configuration:\n  " + strings.Join(msgs, "\n  "))
+}
+
+// Prefixes parses CIDR strings already checked by Validate.
+func Prefixes(list []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// RESTConfig loads the client configuration from Kubeconfig, $KUBECONFIG or the in-cluster
+// service account, in that order.
+func (c *Agent) RESTConfig() (*rest.Config, error) {
+	return restConfig(c.Kubeconfig)
+}

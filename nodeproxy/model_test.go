@@ -1,0 +1,118 @@
+package nodeproxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/portico-lb/portico/nodeproxy/rules"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestServicePorts(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Type:                     corev1.ServiceTypeLoadBalancer,
+			ClusterIPs:               []string{"198.18.0.10", "fd00:c613:ffff::10"},
+			ExternalTrafficPolicy:    corev1.ServiceExternalTrafficPolicyLocal,
+			HealthCheckNodePort:      30000,
+			LoadBalancerSourceRanges: []string{" 198.19.0.0/24", "fd00:c613::/64"},
+			SessionAffinity:          corev1.ServiceAffinityClientIP,
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP},
+				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+			},
+		},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{
+			{IP: "198.18.128.1"}, {IP: "198.18.128.2", IPMode: ptr(corev1.LoadBalancerIPModeProxy)},
+		}}},
+	}
+	slice := &discoveryv1.EndpointSlice{
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr("http"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)},
+			{Name: ptr("dns"), Port: ptr(int32(5353)), Protocol: ptr(corev1.ProtocolUDP)},
+		},
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"198.19.1.2"}, NodeName: ptr("node1")},
+			{Addresses: []string{"198.19.2.2"}, NodeName: ptr("node2"), Conditions: discoveryv1.EndpointConditions{
+				Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}},
+		},
+	}
+	v6slice := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv6}
+
+	ports := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice, v6slice}, "node1", rules.IPv4)
+	if len(ports) != 2 {
+		t.Fatalf("got %d ports, want 2", len(ports))
+	}
+	web, dns := ports[0], ports[1]
+	if web.Key() != "ns/web:http/tcp" || dns.Key() != "ns/web:dns/udp" {
+		t.Errorf("keys %s, %s", web.Key(), dns.Key())
+	}
+	if web.ClusterIP.String() != "198.18.0.10" || web.NodePort != 30080 || !web.ExternalLocal || web.HealthCheckNodePort != 30000 {
+		t.Errorf("web port: %+v", web)
+	}
+	if len(web.LoadBalancerIPs) != 1 || web.LoadBalancerIPs[0].String() != "198.18.128.1" {
+		t.Errorf("LB IPs %v: want only the VIP-mode one", web.LoadBalancerIPs)
+	}
+	if len(web.SourceRanges) != 1 || web.SourceRanges[0].String() != "198.19.0.0/24" {
+		t.Errorf("source ranges %v: want the IPv4 one, trimmed", web.SourceRanges)
+	}
+	if web.AffinitySeconds != 10800 {
+		t.Errorf("affinity %d, want the default 10800", web.AffinitySeconds)
+	}
+	if len(web.Endpoints) != 2 || web.Endpoints[0].Port != 8080 || !web.Endpoints[0].Local || !web.Endpoints[0].Ready {
+		t.Errorf("web endpoints %+v", web.Endpoints)
+	}
+	if e := web.Endpoints[1]; e.Ready || !e.Serving || !e.Terminating || e.Local {
+		t.Errorf("terminating endpoint %+v", e)
+	}
+	if dns.Endpoints[0].Port != 5353 {
+		t.Errorf("dns endpoint port %d: named port not resolved", dns.Endpoints[0].Port)
+	}
+
+	v6 := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice, v6slice}, "node1", rules.IPv6)
+	if len(v6) != 2 || v6[0].ClusterIP.String() != "fd00:c613:ffff::10" || len(v6[0].Endpoints) != 0 || len(v6[0].LoadBalancerIPs) != 0 {
+		t.Errorf("IPv6 ports: %+v", v6[0])
+	}
+
+	headless := svc.DeepCopy()
+	headless.Spec.ClusterIPs = []string{"None"}
+	if got := ServicePorts(headless, nil, "node1", rules.IPv4); got != nil {
+		t.Errorf("headless service got ports %v", got)
+	}
+}
+
+func TestServiceHealthCheckAnswers(t *testing.T) {
+	healthy := true
+	s := newServiceHealthServers(logr.Discard(), func() bool { return healthy })
+	srv := &serviceHealthServer{}
+	h := s.handler(srv)
+	for _, tc := range []struct {
+		local   int
+		healthy bool
+		code    int
+	}{{1, true, 200}, {0, true, 503}, {2, false, 503}} {
+		srv.state.Store(&healthCheck{Service: types.NamespacedName{Namespace: "ns", Name: "web"}, LocalEndpoints: tc.local})
+		healthy = tc.healthy
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/whatever", nil))
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != tc.code || body["localEndpoints"] != float64(tc.local) || body["serviceProxyHealthy"] != tc.healthy ||
+			body["service"].(map[string]any)["name"] != "web" || rec.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("local=%d healthy=%v: %d %s", tc.local, tc.healthy, rec.Code, rec.Body)
+		}
+	}
+}

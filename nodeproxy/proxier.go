@@ -1,0 +1,147 @@
+package nodeproxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/portico-lb/portico/nodeproxy/rules"
+)
+
+// familyProxier holds one IP family's state: the rendered service ports and what the last
+// successful restore wrote.
+type familyProxier struct {
+	family    rules.Family
+	nf        Netfilter
+	baseCfg   rules.Config
+	npCIDRs   []netip.Prefix
+	builder   *rules.Builder
+	ports     map[types.NamespacedName][]*rules.ServicePort
+	applied   *rules.Ruleset // nil: the kernel's state is unknown, the next sync is full
+	jumpsDone bool
+}
+
+// syncResult describes one family's sync for metrics.
+type syncResult struct {
+	full      bool
+	nat, filt int
+	noLocal   int
+}
+
+// sync brings the family's rules up to date for the changed Services (all of them when full),
+// in one iptables-restore, then removes stale UDP conntrack entries.
+func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.NamespacedName, full bool, ct Conntrack, m *metrics) (syncResult, error) {
+	full = full || p.applied == nil
+	if full {
+		cfg := p.baseCfg
+		if len(p.npCIDRs) > 0 {
+			addrs, err := localAddresses(p.family, p.npCIDRs)
+			if err != nil {
+				return syncResult{}, err
+			}
+			cfg.NodePortAddresses = addrs
+		}
+		p.builder = rules.NewBuilder(cfg)
+		p.ports = map[types.NamespacedName][]*rules.ServicePort{}
+	}
+	stale := newStaleUDP()
+	for _, key := range keys {
+		svc, slices, err := t.service(key)
+		if err != nil {
+			return syncResult{}, err
+		}
+		for _, old := range p.ports[key] {
+			p.builder.Delete(old.Key())
+			gone := *old
+			gone.Endpoints = nil
+			stale.add(&gone)
+		}
+		delete(p.ports, key)
+		if svc == nil {
+			continue
+		}
+		ports := ServicePorts(svc, slices, t.node, p.family)
+		for _, sp := range ports {
+			p.builder.Set(sp)
+			stale.add(sp)
+		}
+		if len(ports) > 0 {
+			p.ports[key] = ports
+		}
+	}
+
+	rs := p.builder.Ruleset()
+	var input []byte
+	if full {
+		existing, err := p.nf.OwnedChains(ctx)
+		if err != nil {
+			p.applied = nil
+			return syncResult{}, err
+		}
+		input = rules.RestoreInput(nil, rs, existing)
+	} else {
+		input = rules.RestoreInput(p.applied, rs, nil)
+	}
+	if input != nil {
+		if err := p.nf.Restore(ctx, input); err != nil {
+			p.applied = nil
+			m.restoreFailures.Inc()
+			if !full {
+				m.partialRestoreFailures.Inc()
+			}
+			return syncResult{}, fmt.Errorf("restoring %s rules: %w", p.family, err)
+		}
+	}
+	p.applied = rs
+	if full || !p.jumpsDone {
+		for _, j := range rules.Jumps() {
+			if err := p.nf.EnsureJump(j); err != nil {
+				p.applied, p.jumpsDone = nil, false
+				return syncResult{}, err
+			}
+		}
+		p.jumpsDone = true
+	}
+	if !stale.empty() && ct != nil {
+		n, err := ct.DeleteUDP(p.family, stale)
+		m.conntrackDeleted.Add(float64(n))
+		if err != nil {
+			// The rules are right; a later change retries. Not a sync failure.
+			logFromContext(ctx).Error(err, "Cannot delete stale UDP conntrack entries", "family", p.family)
+		}
+	}
+	return syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter), noLocal: p.builder.NoLocalEndpoints()}, nil
+}
+
+// localAddresses are this namespace's addresses of family inside cidrs.
+func localAddresses(family rules.Family, cidrs []netip.Prefix) ([]netip.Addr, error) {
+	ifAddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("listing local addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range ifAddrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if !family.Contains(ip) {
+			continue
+		}
+		for _, c := range cidrs {
+			if c.Contains(ip) {
+				out = append(out, ip)
+				break
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,428 @@
+package rules
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Table names.
+const (
+	TableNAT    = "nat"
+	TableFilter = "filter"
+)
+
+// Ruleset is the complete desired content of every chain the agent owns in one family: table ->
+// chain -> rule specifications (the text after "-A CHAIN ").
+type Ruleset struct {
+	Family Family
+	Tables map[string]map[string][]string
+}
+
+// RuleCount is the number of rules in table.
+func (r *Ruleset) RuleCount(table string) int {
+	n := 0
+	for _, rules := range r.Tables[table] {
+		n += len(rules)
+	}
+	return n
+}
+
+// Builder renders service ports into a Ruleset. It keeps each port's rendered rules, so after a
+// change only the changed ports are rendered again; everything it does is pure computation.
+type Builder struct {
+	cfg   Config
+	ports map[string]*portRules
+	// shared caches the assembled bucket chains (PTC-SVC-*, PTC-NP-*): members lists the ports
+	// with rules in each, dirty the chains to assemble again on the next Ruleset.
+	shared  map[string][]string
+	members map[string]map[string]bool
+	dirty   map[string]bool
+}
+
+// portRules is one service port rendered.
+type portRules struct {
+	// nat holds the port's rules in shared nat chains (SVC buckets, NP buckets), in order.
+	nat []fragment
+	// filterFirst (source-range accepts and drops) go before every other filter rule; filter
+	// holds the rejects, drops and accepts of the port.
+	filterFirst, filter []string
+	// chains are the port's own nat chains (externalTrafficPolicy: Local only).
+	chains map[string][]string
+	// hairpin are the local endpoint IPs, which need masquerading when they reach themselves.
+	hairpin []netip.Addr
+	// noLocal is true when an externalTrafficPolicy: Local port has endpoints but none here.
+	noLocal bool
+}
+
+type fragment struct {
+	chain string
+	rules []string
+}
+
+// NewBuilder returns a Builder with no service ports.
+func NewBuilder(cfg Config) *Builder {
+	return &Builder{cfg: cfg, ports: map[string]*portRules{},
+		shared: map[string][]string{}, members: map[string]map[string]bool{}, dirty: map[string]bool{}}
+}
+
+// Set renders sp (of the Builder's family) and replaces what was rendered under its key.
+func (b *Builder) Set(sp *ServicePort) {
+	key := sp.Key()
+	b.forget(key)
+	p := b.render(sp)
+	b.ports[key] = p
+	for _, f := range p.nat {
+		if b.members[f.chain] == nil {
+			b.members[f.chain] = map[string]bool{}
+		}
+		b.members[f.chain][key] = true
+		b.dirty[f.chain] = true
+	}
+}
+
+// Delete forgets the service port with key.
+func (b *Builder) Delete(key string) { b.forget(key) }
+
+func (b *Builder) forget(key string) {
+	old, ok := b.ports[key]
+	if !ok {
+		return
+	}
+	for _, f := range old.nat {
+		delete(b.members[f.chain], key)
+		b.dirty[f.chain] = true
+	}
+	delete(b.ports, key)
+}
+
+// assemble rebuilds the dirty shared chains from their members, in key order.
+func (b *Builder) assemble() {
+	for chain := range b.dirty {
+		keys := make([]string, 0, len(b.members[chain]))
+		for k := range b.members[chain] {
+			keys = append(keys, k)
+		}
+		if len(keys) == 0 {
+			delete(b.shared, chain)
+			delete(b.members, chain)
+			continue
+		}
+		slices.Sort(keys)
+		var rules []string
+		for _, k := range keys {
+			for _, f := range b.ports[k].nat {
+				if f.chain == chain {
+					rules = append(rules, f.rules...)
+				}
+			}
+		}
+		b.shared[chain] = rules
+	}
+	clear(b.dirty)
+}
+
+// Len is the number of service ports held.
+func (b *Builder) Len() int { return len(b.ports) }
+
+// NoLocalEndpoints counts externalTrafficPolicy: Local ports that have endpoints but none on this
+// node.
+func (b *Builder) NoLocalEndpoints() int {
+	n := 0
+	for _, p := range b.ports {
+		if p.noLocal {
+			n++
+		}
+	}
+	return n
+}
+
+// Ruleset assembles the current rules of every port into the complete desired ruleset.
+func (b *Builder) Ruleset() *Ruleset {
+	nat := map[string][]string{}
+	filter := map[string][]string{}
+	keys := make([]string, 0, len(b.ports))
+	for k := range b.ports {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	b.assemble()
+	for c, rules := range b.shared {
+		nat[c] = rules
+	}
+	var filterFirst, filterRest []string
+	hairpin := map[netip.Addr]bool{}
+	for _, k := range keys {
+		p := b.ports[k]
+		for name, rules := range p.chains {
+			nat[name] = rules
+		}
+		filterFirst = append(filterFirst, p.filterFirst...)
+		filterRest = append(filterRest, p.filter...)
+		for _, ip := range p.hairpin {
+			hairpin[ip] = true
+		}
+	}
+
+	// Dispatch: one rule per non-empty address bucket, then NodePorts.
+	var services []string
+	for i := range 256 {
+		if c := bucketChain(byte(i)); nat[c] != nil {
+			services = append(services, fmt.Sprintf("-d %s -j %s", b.bucketMatch(byte(i)), c))
+		}
+	}
+	services = append(services, b.nodePortJumps()...)
+	nat[ChainServices] = services
+	nat[ChainNodePorts] = b.nodePortDispatch(nat)
+	nat[ChainPostrouting] = b.postrouting(hairpin)
+	if len(b.cfg.ClusterCIDRs) > 0 {
+		nat[ChainMarkOffCluster] = b.markOffCluster()
+	}
+
+	filter[ChainServices] = append(filterFirst, filterRest...)
+	filter[ChainForward] = []string{
+		// One jump from FORWARD keeps the order fixed: the checks of new connections first,
+		// then the accepts.
+		"-m conntrack --ctstate NEW -j " + ChainServices,
+		fmt.Sprintf("-m mark --mark %s -j ACCEPT", b.markMatch()),
+		"-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+	}
+	return &Ruleset{Family: b.cfg.Family, Tables: map[string]map[string][]string{TableNAT: nat, TableFilter: filter}}
+}
+
+// bucketMatch matches destinations whose last byte is i: a non-contiguous mask on the address.
+func (b *Builder) bucketMatch(i byte) string {
+	if b.cfg.Family == IPv6 {
+		return fmt.Sprintf("::%x/::ff", i)
+	}
+	return fmt.Sprintf("0.0.0.%d/0.0.0.255", i)
+}
+
+func (b *Builder) nodePortJumps() []string {
+	if len(b.cfg.NodePortAddresses) == 0 {
+		loopback := "127.0.0.0/8"
+		if b.cfg.Family == IPv6 {
+			loopback = "::1/128"
+		}
+		return []string{fmt.Sprintf("-m addrtype --dst-type LOCAL ! -d %s -j %s", loopback, ChainNodePorts)}
+	}
+	var out []string
+	for _, a := range b.cfg.NodePortAddresses {
+		if b.cfg.Family.Contains(a) {
+			out = append(out, fmt.Sprintf("-d %s -j %s", b.host(a), ChainNodePorts))
+		}
+	}
+	return out
+}
+
+// nodePortDispatch jumps to each non-empty NodePort bucket, once per protocol it holds.
+func (b *Builder) nodePortDispatch(nat map[string][]string) []string {
+	var buckets []int
+	for c := range nat {
+		if n, ok := strings.CutPrefix(c, nodePortPrefix); ok {
+			i, _ := strconv.Atoi(n)
+			buckets = append(buckets, i)
+		}
+	}
+	slices.Sort(buckets)
+	var out []string
+	for _, i := range buckets {
+		c := nodePortChain(i)
+		lo, hi := i<<nodePortBucketLog, (i+1)<<nodePortBucketLog-1
+		for _, proto := range []string{"tcp", "udp", "sctp"} {
+			if slices.ContainsFunc(nat[c], func(r string) bool { return strings.HasPrefix(r, "-p "+proto+" ") }) {
+				out = append(out, fmt.Sprintf("-p %s -m %s --dport %d:%d -j %s", proto, proto, lo, hi, c))
+			}
+		}
+	}
+	return out
+}
+
+func (b *Builder) postrouting(hairpin map[netip.Addr]bool) []string {
+	ips := make([]netip.Addr, 0, len(hairpin))
+	for ip := range hairpin {
+		ips = append(ips, ip)
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	var out []string
+	for _, ip := range ips {
+		// A pod sent to itself through a service: without masquerading it would answer itself
+		// directly and the client side of the connection would never see the reply.
+		out = append(out, fmt.Sprintf("-s %s -d %s -j MASQUERADE", b.host(ip), b.host(ip)))
+	}
+	return append(out,
+		fmt.Sprintf("-m mark ! --mark %s -j RETURN", b.markMatch()),
+		fmt.Sprintf("-j MARK --xor-mark %#x", b.cfg.MasqueradeMark),
+		"-j MASQUERADE --random-fully",
+	)
+}
+
+func (b *Builder) markOffCluster() []string {
+	var out []string
+	for _, p := range b.cfg.ClusterCIDRs {
+		out = append(out, fmt.Sprintf("-s %s -j RETURN", p.Masked()))
+	}
+	return append(out, b.mark())
+}
+
+func (b *Builder) markMatch() string {
+	return fmt.Sprintf("%#x/%#x", b.cfg.MasqueradeMark, b.cfg.MasqueradeMark)
+}
+
+func (b *Builder) mark() string { return fmt.Sprintf("-j MARK --or-mark %#x", b.cfg.MasqueradeMark) }
+
+// host is an address as a single-host prefix.
+func (b *Builder) host(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
+
+// render turns one service port into its rules. See doc.go of package nodeproxy for the layout.
+func (b *Builder) render(sp *ServicePort) *portRules {
+	p := &portRules{}
+	key := sp.Key()
+	cluster := sp.ClusterEndpoints()
+	local := sp.LocalEndpoints()
+	for _, e := range local {
+		p.hairpin = append(p.hairpin, e.IP)
+	}
+	proto := fmt.Sprintf("-p %s -m %s --dport %%d", sp.Protocol, sp.Protocol)
+
+	// Internal traffic: the ClusterIP.
+	if b.cfg.Family.Contains(sp.ClusterIP) {
+		dst := fmt.Sprintf("-d %s %s", b.host(sp.ClusterIP), fmt.Sprintf(proto, sp.Port))
+		internal := cluster
+		if sp.InternalLocal {
+			internal = local
+		}
+		switch {
+		case len(cluster) == 0:
+			p.filter = append(p.filter, dst+" -j REJECT")
+		case len(internal) == 0:
+			p.filter = append(p.filter, dst+" -j DROP")
+		default:
+			var rules []string
+			if b.cfg.MasqueradeAll {
+				rules = append(rules, dst+" "+b.mark())
+			} else if len(b.cfg.ClusterCIDRs) > 0 && !sp.InternalLocal {
+				rules = append(rules, dst+" -j "+ChainMarkOffCluster)
+			}
+			rules = append(rules, b.balance(dst, key, internal, sp)...)
+			p.nat = append(p.nat, fragment{bucketChain(bucketOf(sp.ClusterIP)), rules})
+		}
+	}
+
+	// External traffic: externalIPs, LoadBalancer IPs and the NodePort.
+	type external struct {
+		chain, match, filterMatch string
+		lb                        bool
+	}
+	var externals []external
+	for _, ip := range sp.ExternalIPs {
+		if b.cfg.Family.Contains(ip) {
+			m := fmt.Sprintf("-d %s %s", b.host(ip), fmt.Sprintf(proto, sp.Port))
+			externals = append(externals, external{bucketChain(bucketOf(ip)), m, m, false})
+		}
+	}
+	for _, ip := range sp.LoadBalancerIPs {
+		if b.cfg.Family.Contains(ip) {
+			m := fmt.Sprintf("-d %s %s", b.host(ip), fmt.Sprintf(proto, sp.Port))
+			externals = append(externals, external{bucketChain(bucketOf(ip)), m, m, true})
+		}
+	}
+	if sp.NodePort != 0 {
+		m := fmt.Sprintf(proto, sp.NodePort)
+		externals = append(externals, external{nodePortChain(nodePortBucket(sp.NodePort)), m, "-m addrtype --dst-type LOCAL " + m, false})
+	}
+	if len(externals) == 0 {
+		return p
+	}
+	if sp.ExternalLocal && len(cluster) > 0 {
+		p.chains = b.localChains(key, sp, cluster, local)
+		p.noLocal = len(local) == 0
+	}
+	for _, x := range externals {
+		switch {
+		case len(cluster) == 0:
+			p.filter = append(p.filter, x.filterMatch+" -j REJECT")
+			continue
+		case sp.ExternalLocal:
+			p.nat = append(p.nat, fragment{x.chain, []string{x.match + " -j " + externalChain(key)}})
+			if len(local) == 0 {
+				// Not short-circuited and nowhere to go: the packet leaves nat untouched and is
+				// dropped here, so the load balancer's health check fails over.
+				p.filter = append(p.filter, x.filterMatch+" -j DROP")
+			}
+		default:
+			rules := append([]string{x.match + " " + b.mark()}, b.balance(x.match, key, cluster, sp)...)
+			p.nat = append(p.nat, fragment{x.chain, rules})
+		}
+		if x.lb && len(sp.SourceRanges) > 0 {
+			p.filterFirst = append(p.filterFirst, b.sourceRanges(sp, x.match)...)
+		}
+	}
+	if sp.ExternalLocal && sp.HealthCheckNodePort != 0 {
+		p.filter = append(p.filter, fmt.Sprintf("-m addrtype --dst-type LOCAL -p tcp -m tcp --dport %d -j ACCEPT", sp.HealthCheckNodePort))
+	}
+	return p
+}
+
+// localChains are the two chains of an externalTrafficPolicy: Local port: PTC-X-<hash> decides
+// between cluster-wide endpoints (traffic from pods and from the node itself) and local ones
+// (everything else, source address kept); PTC-C-<hash> balances over cluster-wide endpoints.
+func (b *Builder) localChains(key string, sp *ServicePort, cluster, local []Endpoint) map[string][]string {
+	x, c := externalChain(key), clusterChain(key)
+	var xr []string
+	for _, cidr := range b.cfg.ClusterCIDRs {
+		xr = append(xr, fmt.Sprintf("-s %s -j %s", cidr.Masked(), c))
+	}
+	xr = append(xr,
+		"-m addrtype --src-type LOCAL "+b.mark(),
+		"-m addrtype --src-type LOCAL -j "+c,
+	)
+	protoOnly := "-p " + sp.Protocol
+	xr = append(xr, b.balance(protoOnly, key, local, sp)...)
+	return map[string][]string{x: xr, c: b.balance(protoOnly, key, cluster, sp)}
+}
+
+// balance spreads new connections matching match over eps: with affinity, a client seen within
+// the timeout goes back to its endpoint; otherwise rule i of n takes the connection with
+// probability 1/(n-i) and the last one takes the rest. Every rule DNATs directly.
+func (b *Builder) balance(match, key string, eps []Endpoint, sp *ServicePort) []string {
+	if len(eps) == 0 {
+		return nil
+	}
+	var out []string
+	if sp.AffinitySeconds > 0 {
+		for _, e := range eps {
+			out = append(out, fmt.Sprintf("%s -m recent --name %s --rcheck --seconds %d --reap -j DNAT --to-destination %s",
+				match, affinityList(key, e), sp.AffinitySeconds, e))
+		}
+	}
+	for i, e := range eps {
+		r := match
+		if n := len(eps) - i; n > 1 {
+			r += fmt.Sprintf(" -m statistic --mode random --probability %.10f", 1/float64(n))
+		}
+		if sp.AffinitySeconds > 0 {
+			r += fmt.Sprintf(" -m recent --name %s --set", affinityList(key, e))
+		}
+		out = append(out, r+" -j DNAT --to-destination "+e.String())
+	}
+	return out
+}
+
+// sourceRanges admit new connections to an LB IP from the allowed ranges and drop the rest. They
+// run in filter after DNAT, so they match the original destination through conntrack.
+func (b *Builder) sourceRanges(sp *ServicePort, match string) []string {
+	var lbIP string
+	fmt.Sscanf(match, "-d %s", &lbIP)
+	orig := fmt.Sprintf("-p %s -m conntrack --ctorigdst %s --ctorigdstport %d", sp.Protocol, lbIP, sp.Port)
+	var out []string
+	for _, r := range sp.SourceRanges {
+		if b.cfg.Family.Contains(r.Addr()) {
+			out = append(out, fmt.Sprintf("%s -s %s -j RETURN", orig, r.Masked()))
+		}
+	}
+	return append(out, orig+" -j DROP")
+}

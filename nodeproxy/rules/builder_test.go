@@ -1,0 +1,175 @@
+package rules
+
+import (
+	"bytes"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (run with -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (run with -update to accept):\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+var (
+	ip  = netip.MustParseAddr
+	pfx = netip.MustParsePrefix
+)
+
+func cfg4() Config {
+	return Config{
+		Family:         IPv4,
+		MasqueradeMark: 0x1000,
+		ClusterCIDRs:   []netip.Prefix{pfx("198.19.1.0/24"), pfx("198.19.2.0/24")},
+	}
+}
+
+func ep(addr string, port uint16, local bool) Endpoint {
+	return Endpoint{IP: ip(addr), Port: port, Ready: true, Serving: true, Local: local}
+}
+
+// scenario is a mix of every feature, after kube-proxy's overall-rules test: the file names of the
+// golden files say which case each service covers.
+func scenario() []*ServicePort {
+	return []*ServicePort{
+		{Namespace: "ns1", Name: "clusterip", PortName: "p80", Protocol: "tcp", ClusterIP: ip("198.18.0.41"), Port: 80,
+			Endpoints: []Endpoint{ep("198.19.1.2", 8080, true), ep("198.19.2.2", 8080, false), ep("198.19.2.3", 8080, false)}},
+		{Namespace: "ns2", Name: "lb-local", PortName: "p80", Protocol: "tcp", ClusterIP: ip("198.18.0.42"), Port: 80, NodePort: 30042,
+			ExternalIPs: []netip.Addr{ip("198.18.130.1")}, LoadBalancerIPs: []netip.Addr{ip("198.18.128.42")},
+			ExternalLocal: true, HealthCheckNodePort: 30000,
+			Endpoints: []Endpoint{ep("198.19.2.4", 8080, false)}},
+		{Namespace: "ns3", Name: "nodeport", PortName: "", Protocol: "udp", ClusterIP: ip("198.18.0.43"), Port: 53, NodePort: 30053,
+			Endpoints: []Endpoint{ep("198.19.1.3", 5353, true)}},
+		{Namespace: "ns4", Name: "lb-ranges", PortName: "https", Protocol: "tcp", ClusterIP: ip("198.18.0.44"), Port: 443, NodePort: 30443,
+			LoadBalancerIPs: []netip.Addr{ip("198.18.128.44")}, SourceRanges: []netip.Prefix{pfx("198.19.0.101/32"), pfx("203.0.113.0/25")},
+			AffinitySeconds: 10800,
+			Endpoints:       []Endpoint{ep("198.19.1.4", 8443, true), ep("198.19.2.5", 8443, false)}},
+		{Namespace: "ns5", Name: "empty", PortName: "p80", Protocol: "tcp", ClusterIP: ip("198.18.0.45"), Port: 80, NodePort: 30045},
+		{Namespace: "ns6", Name: "terminating", PortName: "p80", Protocol: "tcp", ClusterIP: ip("198.18.0.46"), Port: 80,
+			Endpoints: []Endpoint{
+				{IP: ip("198.19.1.5"), Port: 80, Serving: true, Terminating: true, Local: true},
+				{IP: ip("198.19.2.6"), Port: 80, Terminating: true},
+			}},
+		{Namespace: "ns7", Name: "itp-local", PortName: "p80", Protocol: "tcp", ClusterIP: ip("198.18.0.47"), Port: 80,
+			InternalLocal: true, Endpoints: []Endpoint{ep("198.19.2.7", 80, false)}},
+		{Namespace: "ns8", Name: "sctp", PortName: "p9", Protocol: "sctp", ClusterIP: ip("198.18.0.48"), Port: 9,
+			Endpoints: []Endpoint{ep("198.19.1.6", 9, true)}},
+	}
+}
+
+func build(c Config, ports []*ServicePort) *Builder {
+	b := NewBuilder(c)
+	for _, sp := range ports {
+		b.Set(sp)
+	}
+	return b
+}
+
+func TestFullSync(t *testing.T) {
+	rs := build(cfg4(), scenario()).Ruleset()
+	golden(t, "full", RestoreInput(nil, rs, map[string][]string{
+		TableNAT: {"PTC-SVC-2A", "PTC-X-STALESTALESTALE1"}, TableFilter: {"PTC-SERVICES", "PTC-OLD"},
+	}))
+}
+
+func TestPartialSyncWritesOnlyChangedChains(t *testing.T) {
+	ports := scenario()
+	b := build(cfg4(), ports)
+	prev := b.Ruleset()
+
+	// One endpoint of ns1/clusterip goes away: only its bucket chain and the hairpin rules
+	// (its only local endpoint went away) change.
+	ports[0].Endpoints = ports[0].Endpoints[1:]
+	b.Set(ports[0])
+	golden(t, "partial-endpoint", RestoreInput(prev, b.Ruleset(), nil))
+
+	// ns2/lb-local is deleted: its X and C chains are removed and its buckets rewritten.
+	prev = b.Ruleset()
+	b.Delete(ports[1].Key())
+	golden(t, "partial-delete", RestoreInput(prev, b.Ruleset(), nil))
+
+	if got := RestoreInput(b.Ruleset(), b.Ruleset(), nil); got != nil {
+		t.Errorf("no change must render nothing, got:\n%s", got)
+	}
+}
+
+func TestIPv6(t *testing.T) {
+	c := Config{Family: IPv6, MasqueradeMark: 0x1000, ClusterCIDRs: []netip.Prefix{pfx("fd00:c613:0:1::/64")},
+		NodePortAddresses: []netip.Addr{ip("fd00:c613::11"), ip("198.19.0.11")}}
+	ports := []*ServicePort{
+		{Namespace: "ns1", Name: "v6", PortName: "p80", Protocol: "tcp", ClusterIP: ip("fd00:c613:ffff::10"), Port: 80, NodePort: 30080,
+			LoadBalancerIPs: []netip.Addr{ip("198.18.128.1"), ip("fd00:c613:fffe::1")},
+			Endpoints:       []Endpoint{ep("fd00:c613:0:1::2", 8080, true), ep("fd00:c613:0:2::2", 8080, false)}},
+	}
+	golden(t, "ipv6", RestoreInput(nil, build(c, ports).Ruleset(), nil))
+}
+
+func TestEndpointSelection(t *testing.T) {
+	sp := &ServicePort{Endpoints: []Endpoint{
+		{IP: ip("10.0.0.3"), Port: 80, Ready: true, Serving: true},
+		{IP: ip("10.0.0.1"), Port: 80, Serving: true, Terminating: true, Local: true},
+		{IP: ip("10.0.0.2"), Port: 80, Ready: true, Serving: true, Local: true},
+		{IP: ip("10.0.0.2"), Port: 80, Ready: true, Serving: true, Local: true}, // duplicate across slices
+		{IP: ip("10.0.0.4"), Port: 80},                                          // neither ready nor serving
+	}}
+	str := func(eps []Endpoint) string {
+		var s []string
+		for _, e := range eps {
+			s = append(s, e.String())
+		}
+		return strings.Join(s, ",")
+	}
+	if got, want := str(sp.ClusterEndpoints()), "10.0.0.2:80,10.0.0.3:80"; got != want {
+		t.Errorf("cluster endpoints = %s, want %s", got, want)
+	}
+	if got, want := str(sp.LocalEndpoints()), "10.0.0.2:80"; got != want {
+		t.Errorf("local endpoints = %s, want %s", got, want)
+	}
+	sp.Endpoints[2].Ready, sp.Endpoints[3].Ready = false, false
+	if got, want := str(sp.LocalEndpoints()), "10.0.0.1:80"; got != want {
+		t.Errorf("local endpoints with only a terminating one = %s, want %s (fallback)", got, want)
+	}
+	if got := sp.LocalReadyCount(); got != 0 {
+		t.Errorf("LocalReadyCount = %d, want 0: terminating endpoints do not count", got)
+	}
+}
+
+func TestParseSaveChains(t *testing.T) {
+	save := "*nat\n:PREROUTING ACCEPT [0:0]\n:PTC-SERVICES - [0:0]\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j PTC-SERVICES\nCOMMIT\n*filter\n:PTC-FORWARD - [0:0]\nCOMMIT\n"
+	got, err := ParseSaveChains(strings.NewReader(save))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got[TableNAT]) != 1 || got[TableNAT][0] != "PTC-SERVICES" || len(got[TableFilter]) != 1 {
+		t.Errorf("ParseSaveChains = %v", got)
+	}
+	golden(t, "cleanup", CleanupInput(got))
+}
+
+func TestChainNamesFitIptables(t *testing.T) {
+	sp := &ServicePort{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("s", 63), PortName: strings.Repeat("p", 15), Protocol: "sctp"}
+	for _, name := range []string{externalChain(sp.Key()), clusterChain(sp.Key()), bucketChain(255), nodePortChain(nodePortBucket(65535)), ChainMarkOffCluster} {
+		if len(name) > 28 {
+			t.Errorf("chain %s is %d characters, iptables allows 28", name, len(name))
+		}
+	}
+}
