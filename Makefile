@@ -31,6 +31,9 @@ test-e2e: tools ## tests against the real control plane and network lab (root)
 bench: tools ## benchmarks side by side with the anchors, short sizes
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m $(E2E_PKGS)
 
+bench-scale: tools ## the 10,000-Service agent benchmark against kube-proxy (long: object creation alone takes minutes)
+	PORTICO_BENCH_SCALE=1 $(GO) test -run '^$$' -bench 'BenchmarkSync/services=10000' -benchtime 1x -timeout 120m ./e2e/agent/
+
 lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
