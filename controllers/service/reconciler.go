@@ -130,12 +130,13 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 	// down what already works.
 	lb, errs := BuildLoadBalancer(svc, nodes.Items, p.Capabilities())
 	if len(errs) > 0 {
+		// Reported once per distinct problem, not on every reconcile (node events requeue it).
 		msg := errorListMessage(errs)
-		r.event(svc, corev1.EventTypeWarning, EventInvalidSpec, eventActionValidate, msg)
-		return ctrl.Result{}, r.reportNotReady(ctx, svc, ReasonInvalidSpec, invalidMessage(svc, msg))
-	}
-	if len(lb.Nodes) == 0 {
-		r.event(svc, corev1.EventTypeWarning, EventNoNodes, eventActionSelectNod, "There are no available nodes for LoadBalancer")
+		changed, err := r.reportNotReady(ctx, svc, ReasonInvalidSpec, invalidMessage(svc, msg))
+		if changed {
+			r.event(svc, corev1.EventTypeWarning, EventInvalidSpec, eventActionValidate, msg)
+		}
+		return ctrl.Result{}, err
 	}
 
 	// The finalizer goes on before any provider call.
@@ -158,6 +159,9 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 		changed := !known || prev.hash != hash
 		if changed {
 			r.event(svc, corev1.EventTypeNormal, EventEnsuring, eventActionEnsure, "Ensuring load balancer")
+			if len(lb.Nodes) == 0 {
+				r.event(svc, corev1.EventTypeWarning, EventNoNodes, eventActionSelectNod, "There are no available nodes for LoadBalancer")
+			}
 		}
 		st, err := r.callEnsure(ctx, p, lb)
 		if err != nil {
@@ -186,19 +190,19 @@ func (r *Reconciler) ensureFailed(ctx context.Context, svc *corev1.Service, err 
 	switch {
 	case errors.As(err, &invalid):
 		r.event(svc, corev1.EventTypeWarning, EventInvalidSpec, eventActionEnsure, invalid.Error())
-		return ctrl.Result{}, errors.Join(
-			r.reportNotReady(ctx, svc, ReasonInvalidSpec, invalidMessage(svc, invalid.Error())),
-			reconcile.TerminalError(err))
+		_, rerr := r.reportNotReady(ctx, svc, ReasonInvalidSpec, invalidMessage(svc, invalid.Error()))
+		return ctrl.Result{}, errors.Join(rerr, reconcile.TerminalError(err))
 	case errors.As(err, &retry):
 		r.event(svc, corev1.EventTypeNormal, ReasonPending, eventActionEnsure, retry.Reason)
-		if rerr := r.reportNotReady(ctx, svc, ReasonPending, retry.Reason); rerr != nil {
+		if _, rerr := r.reportNotReady(ctx, svc, ReasonPending, retry.Reason); rerr != nil {
 			return ctrl.Result{}, rerr
 		}
 		return ctrl.Result{RequeueAfter: retry.After}, nil
 	default:
 		msg := fmt.Sprintf("Error syncing load balancer: %v", err)
 		r.event(svc, corev1.EventTypeWarning, EventSyncFailed, eventActionEnsure, msg)
-		return ctrl.Result{}, errors.Join(r.reportNotReady(ctx, svc, ReasonProviderError, msg), err)
+		_, rerr := r.reportNotReady(ctx, svc, ReasonProviderError, msg)
+		return ctrl.Result{}, errors.Join(rerr, err)
 	}
 }
 
@@ -256,11 +260,11 @@ func (r *Reconciler) reportReady(ctx context.Context, svc *corev1.Service, lb co
 }
 
 // reportNotReady sets the condition to False and leaves status.loadBalancer untouched: what
-// already serves traffic keeps being reported.
-func (r *Reconciler) reportNotReady(ctx context.Context, svc *corev1.Service, reason, msg string) error {
+// already serves traffic keeps being reported. It reports whether the condition changed.
+func (r *Reconciler) reportNotReady(ctx context.Context, svc *corev1.Service, reason, msg string) (bool, error) {
 	orig := svc.DeepCopy()
 	changed := setCondition(&svc.Status, svc.Generation, false, reason, msg)
-	return r.patchStatus(ctx, orig, svc, changed)
+	return changed, r.patchStatus(ctx, orig, svc, changed)
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, orig, svc *corev1.Service, changed bool) error {
