@@ -17,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/portico-lb/portico/config"
@@ -26,6 +28,13 @@ import (
 
 // toBeDeletedTaint marks a node the cluster autoscaler is removing.
 const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// eventsComponent reports the agent's Events; reasonHealthCheckFailed is kube-proxy's reason for
+// a healthCheckNodePort that cannot be opened.
+const (
+	eventsComponent         = "portico-agent"
+	reasonHealthCheckFailed = "FailedToStartServiceHealthcheck"
+)
 
 func logFromContext(ctx context.Context) logr.Logger { return logr.FromContextOrDiscard(ctx) }
 
@@ -65,6 +74,9 @@ type agent struct {
 	health    *proxyHealth
 	hcServers *serviceHealthServers
 	startInf  func(<-chan struct{})
+	// startEvents and stopEvents run the Event broadcaster (nil without a client).
+	startEvents func(<-chan struct{})
+	stopEvents  func()
 
 	fullPending atomic.Bool
 }
@@ -93,6 +105,17 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, ne
 	}
 	a.health = &proxyHealth{timeout: 2 * cfg.SyncPeriod, pending: t.pendingSince, eligible: a.nodeEligible, metrics: a.metrics}
 	a.hcServers = newServiceHealthServers(a.log.WithName("healthcheck"), a.health.healthy)
+	if cs != nil {
+		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+		recorder := broadcaster.NewRecorder(scheme.Scheme, eventsComponent)
+		a.hcServers.bindFailed = func(svc types.NamespacedName, port uint16, err error) {
+			ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
+			recorder.Eventf(ref, nil, corev1.EventTypeWarning, reasonHealthCheckFailed, "Listen",
+				"node %s failed to start healthcheck %q on port %d: %v", cfg.NodeName, svc.String(), port, err)
+		}
+		a.startEvents = broadcaster.StartRecordingToSink
+		a.stopEvents = broadcaster.Shutdown
+	}
 	a.proxiers = nil
 	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
 		var nf Netfilter
@@ -129,6 +152,10 @@ func (a *agent) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a.startInf(ctx.Done())
+	if a.startEvents != nil {
+		a.startEvents(ctx.Done())
+		defer a.stopEvents()
+	}
 	a.log.Info("Waiting for informer caches")
 	if !cache.WaitForCacheSync(ctx.Done(), a.tracker.synced...) {
 		return fmt.Errorf("waiting for informer caches: %w", ctx.Err())
@@ -273,16 +300,23 @@ func (a *agent) sync(ctx context.Context) error {
 			keys = append(keys, k)
 		}
 	}
-	wasFull, noLocal := false, 0
+	wasFull, noLocal, written := false, 0, 0
 	var errs []error
 	for _, p := range a.proxiers {
 		res, err := p.sync(ctx, a.tracker, keys, full, a.conntrack, a.metrics)
+		a.health.familySynced(p.family, err)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		wasFull = wasFull || res.full
 		noLocal += res.noLocal
+		written += res.chainsWritten
+		kind := "partial"
+		if res.full {
+			kind = "full"
+		}
+		a.metrics.chainsRestored.WithLabelValues(p.family.String(), kind).Add(float64(res.chainsWritten))
 		a.metrics.rules.WithLabelValues(p.family.String(), rules.TableNAT).Set(float64(res.nat))
 		a.metrics.rules.WithLabelValues(p.family.String(), rules.TableFilter).Set(float64(res.filt))
 	}
@@ -301,7 +335,7 @@ func (a *agent) sync(ctx context.Context) error {
 	a.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(noLocal))
 	a.metrics.lastSync.SetToCurrentTime()
 	a.health.lastUpdated.Store(time.Now().UnixNano())
-	a.log.V(1).Info("Synced", "full", wasFull, "services", len(keys), "seconds", elapsed)
+	a.log.V(1).Info("Synced", "full", wasFull, "services", len(keys), "chainsWritten", written, "seconds", elapsed)
 	return nil
 }
 

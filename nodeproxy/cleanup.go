@@ -38,10 +38,11 @@ func Cleanup(ctx context.Context, cfg config.Agent) error {
 }
 
 func cleanupFamily(ctx context.Context, nf Netfilter) error {
-	existing, err := nf.OwnedChains(ctx)
+	saved, err := nf.Save(ctx)
 	if err != nil {
 		return err
 	}
+	existing := saved.OwnedChains()
 	has := map[string]bool{}
 	for table, chains := range existing {
 		for _, c := range chains {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/portico-lb/portico/nodeproxy/rules"
 )
 
 // healthCheck is what one healthCheckNodePort reports.
@@ -28,9 +30,12 @@ type healthCheck struct {
 type serviceHealthServers struct {
 	log     logr.Logger
 	healthy func() bool
+	// bindFailed reports a port that cannot be opened, once until it opens (nil: log only).
+	bindFailed func(svc types.NamespacedName, port uint16, err error)
 
 	mu      sync.Mutex
 	servers map[uint16]*serviceHealthServer
+	failing map[uint16]bool
 }
 
 type serviceHealthServer struct {
@@ -39,7 +44,7 @@ type serviceHealthServer struct {
 }
 
 func newServiceHealthServers(log logr.Logger, healthy func() bool) *serviceHealthServers {
-	return &serviceHealthServers{log: log, healthy: healthy, servers: map[uint16]*serviceHealthServer{}}
+	return &serviceHealthServers{log: log, healthy: healthy, servers: map[uint16]*serviceHealthServer{}, failing: map[uint16]bool{}}
 }
 
 // Sync makes the running servers match want (port -> state): it starts missing ones, updates
@@ -54,6 +59,11 @@ func (s *serviceHealthServers) Sync(want map[uint16]healthCheck) {
 			delete(s.servers, port)
 		}
 	}
+	for port := range s.failing {
+		if _, ok := want[port]; !ok {
+			delete(s.failing, port)
+		}
+	}
 	for port, hc := range want {
 		if srv, ok := s.servers[port]; ok {
 			srv.state.Store(&hc)
@@ -61,8 +71,18 @@ func (s *serviceHealthServers) Sync(want map[uint16]healthCheck) {
 		}
 		l, err := net.Listen("tcp", ":"+strconv.Itoa(int(port)))
 		if err != nil {
-			s.log.Error(err, "Cannot open health check node port; retrying on the next sync", "service", hc.Service, "port", port)
+			if !s.failing[port] {
+				s.failing[port] = true
+				s.log.Error(err, "Cannot open health check node port; retrying on every sync", "service", hc.Service, "port", port)
+				if s.bindFailed != nil {
+					s.bindFailed(hc.Service, port, err)
+				}
+			}
 			continue
+		}
+		if s.failing[port] {
+			delete(s.failing, port)
+			s.log.Info("Opened health check node port", "service", hc.Service, "port", port)
 		}
 		srv := &serviceHealthServer{}
 		srv.state.Store(&hc)
@@ -115,12 +135,62 @@ type proxyHealth struct {
 	metrics  *metrics
 
 	lastUpdated atomic.Int64 // unix nanoseconds of the last successful sync
+
+	mu       sync.Mutex
+	families map[rules.Family]*familyHealth
 }
 
-// healthy is false when a change has waited longer than the timeout for a successful sync.
+// familyHealth is one IP family's sync record.
+type familyHealth struct {
+	lastUpdated time.Time // last successful sync of the family
+	failing     time.Time // first failure since then; zero when the last sync succeeded
+}
+
+// familySynced records the outcome of one family's part of a sync.
+func (h *proxyHealth) familySynced(f rules.Family, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.families == nil {
+		h.families = map[rules.Family]*familyHealth{}
+	}
+	fh := h.families[f]
+	if fh == nil {
+		fh = &familyHealth{}
+		h.families[f] = fh
+	}
+	now := time.Now()
+	switch {
+	case err == nil:
+		fh.lastUpdated, fh.failing = now, time.Time{}
+	case fh.failing.IsZero():
+		fh.failing = now
+	}
+}
+
+// familyStatus reports each family's health: a family is unhealthy once its syncs have been
+// failing for longer than the timeout.
+func (h *proxyHealth) familyStatus() (map[string]any, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]any{}
+	all := true
+	for f, fh := range h.families {
+		ok := fh.failing.IsZero() || time.Since(fh.failing) < h.timeout
+		all = all && ok
+		out[f.String()] = map[string]any{"healthy": ok, "lastUpdated": fh.lastUpdated}
+	}
+	return out, all
+}
+
+// healthy is false when a change has waited longer than the timeout for a successful sync, or
+// when one family's syncs have been failing that long.
 func (h *proxyHealth) healthy() bool {
 	since := h.pending()
-	return since.IsZero() || time.Since(since) < h.timeout
+	if !since.IsZero() && time.Since(since) >= h.timeout {
+		return false
+	}
+	_, ok := h.familyStatus()
+	return ok
 }
 
 func (h *proxyHealth) handler(withNode bool) http.Handler {
@@ -131,7 +201,8 @@ func (h *proxyHealth) handler(withNode bool) http.Handler {
 		if healthy {
 			last = now // as kube-proxy: healthy answers report "now"
 		}
-		body := map[string]any{"lastUpdated": last, "currentTime": now, "healthy": healthy}
+		families, _ := h.familyStatus()
+		body := map[string]any{"lastUpdated": last, "currentTime": now, "healthy": healthy, "families": families}
 		ok := healthy
 		counter := h.metrics.livez
 		if withNode {

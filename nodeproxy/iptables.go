@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,8 +20,9 @@ import (
 type Netfilter interface {
 	// Restore applies restore input with `iptables-restore --noflush`.
 	Restore(ctx context.Context, input []byte) error
-	// OwnedChains lists the owned chains that exist, table -> names.
-	OwnedChains(ctx context.Context) (map[string][]string, error)
+	// Save reads the owned chains and the built-in chains holding the jumps, as iptables-save
+	// prints them.
+	Save(ctx context.Context) (rules.Saved, error)
 	// EnsureJump inserts j first in its chain unless it is present.
 	EnsureJump(j rules.Jump) error
 	// DeleteJump removes j if present.
@@ -65,23 +67,28 @@ func (e *execNetfilter) Restore(ctx context.Context, input []byte) error {
 	return nil
 }
 
-func (e *execNetfilter) OwnedChains(ctx context.Context) (map[string][]string, error) {
-	out := map[string][]string{}
-	for _, table := range []string{rules.TableNAT, rules.TableFilter} {
-		cmd := exec.CommandContext(ctx, e.save, "-t", table)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		stdout, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("%s -t %s: %w: %s", filepath.Base(e.save), table, err, strings.TrimSpace(stderr.String()))
-		}
-		chains, err := rules.ParseSaveChains(bytes.NewReader(stdout))
-		if err != nil {
-			return nil, fmt.Errorf("reading %s output: %w", filepath.Base(e.save), err)
-		}
-		out[table] = chains[table]
+// Save runs iptables-save once for every table: on the nf_tables backend each run loads the
+// whole ruleset, so one run costs what one table's does.
+func (e *execNetfilter) Save(ctx context.Context) (rules.Saved, error) {
+	cmd := exec.CommandContext(ctx, e.save)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("running %s: %w", filepath.Base(e.save), err)
 	}
-	return out, nil
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("running %s: %w", filepath.Base(e.save), err)
+	}
+	saved, parseErr := rules.ParseSave(stdout)
+	_, _ = io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", filepath.Base(e.save), err, strings.TrimSpace(stderr.String()))
+	}
+	if parseErr != nil {
+		return nil, fmt.Errorf("reading %s output: %w", filepath.Base(e.save), parseErr)
+	}
+	return saved, nil
 }
 
 func (e *execNetfilter) EnsureJump(j rules.Jump) error {

@@ -16,6 +16,7 @@ type metrics struct {
 	rules                                       *prometheus.GaugeVec
 	noLocalEndpoints                            *prometheus.GaugeVec
 	conntrackDeleted                            prometheus.Counter
+	chainsRestored                              *prometheus.CounterVec
 	healthz, livez                              *prometheus.CounterVec
 }
 
@@ -42,6 +43,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: metricsPrefix + "sync_proxy_rules_no_local_endpoints_total", Help: "externalTrafficPolicy: Local service ports with endpoints but none on this node."}, []string{"traffic_policy"}),
 		conntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: metricsPrefix + "conntrack_stale_udp_entries_deleted_total", Help: "Stale UDP conntrack entries deleted after endpoint changes."}),
+		chainsRestored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricsPrefix + "sync_proxy_rules_chains_restored_total",
+			Help: "Chains written or deleted by iptables-restore, by family and sync kind (full, partial). A full sync without drift writes none."},
+			[]string{"family", "sync"}),
 		healthz: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricsPrefix + "proxy_healthz_total", Help: "/healthz answers by code."}, []string{"code"}),
 		livez: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -49,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.syncDuration, m.fullDuration, m.partialDuration, m.lastSync, m.lastQueued,
-			m.restoreFailures, m.partialRestoreFailures, m.rules, m.noLocalEndpoints, m.conntrackDeleted, m.healthz, m.livez)
+			m.restoreFailures, m.partialRestoreFailures, m.rules, m.noLocalEndpoints, m.conntrackDeleted, m.chainsRestored, m.healthz, m.livez)
 	}
 	return m
 }

@@ -2,9 +2,11 @@ package nodeproxy
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -113,6 +115,63 @@ func TestServiceHealthCheckAnswers(t *testing.T) {
 		if rec.Code != tc.code || body["localEndpoints"] != float64(tc.local) || body["serviceProxyHealthy"] != tc.healthy ||
 			body["service"].(map[string]any)["name"] != "web" || rec.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("local=%d healthy=%v: %d %s", tc.local, tc.healthy, rec.Code, rec.Body)
+		}
+	}
+}
+
+func TestHealthzPerFamily(t *testing.T) {
+	m := newMetrics(nil)
+	h := &proxyHealth{timeout: time.Hour, pending: func() time.Time { return time.Time{} }, eligible: func() bool { return true }, metrics: m}
+	get := func() (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		h.handler(true).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Code, body["families"].(map[string]any)
+	}
+	h.familySynced(rules.IPv4, nil)
+	h.familySynced(rules.IPv6, errors.New("ip6tables-restore failed"))
+	if code, fams := get(); code != 200 || fams["IPv6"].(map[string]any)["healthy"] != true {
+		t.Errorf("a fresh IPv6 failure: %d %v, want 200 until the timeout", code, fams)
+	}
+	h.timeout = time.Nanosecond
+	time.Sleep(time.Millisecond)
+	code, fams := get()
+	if code != 503 || fams["IPv6"].(map[string]any)["healthy"] != false || fams["IPv4"].(map[string]any)["healthy"] != true {
+		t.Errorf("IPv6 failing past the timeout: %d %v, want 503 with IPv6 unhealthy and IPv4 healthy", code, fams)
+	}
+	h.familySynced(rules.IPv6, nil)
+	if code, _ := get(); code != 200 {
+		t.Errorf("after IPv6 recovered: %d, want 200", code)
+	}
+}
+
+func TestNamedTargetPortsResolvePerEndpoint(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{ClusterIPs: []string{"198.18.0.10"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	// The EndpointSlice controller puts pods whose "web" port has different numbers into
+	// different slices.
+	slice := func(ip string, port int32) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:     []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port), Protocol: ptr(corev1.ProtocolTCP)}},
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}}}}
+	}
+	ports := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice("198.19.1.2", 8080), slice("198.19.2.2", 9090)}, "node1", rules.IPv4)
+	got := ports[0].ClusterEndpoints()
+	if len(got) != 2 || got[0].String() != "198.19.1.2:8080" || got[1].String() != "198.19.2.2:9090" {
+		t.Errorf("endpoints %v, want 198.19.1.2:8080 and 198.19.2.2:9090", got)
+	}
+	for _, s := range []*corev1.Service{
+		{Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone}, Ports: svc.Spec.Ports}},
+		{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "x.invalid", Ports: svc.Spec.Ports}},
+	} {
+		if got := ServicePorts(s, nil, "node1", rules.IPv4); got != nil {
+			t.Errorf("%+v: got ports %v, want none", s.Spec, got)
 		}
 	}
 }

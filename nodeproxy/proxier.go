@@ -29,6 +29,8 @@ type syncResult struct {
 	full      bool
 	nat, filt int
 	noLocal   int
+	// chainsWritten counts the chains the sync's restore wrote or deleted (0: nothing restored).
+	chainsWritten int
 }
 
 // sync brings the family's rules up to date for the changed Services (all of them when full),
@@ -75,13 +77,15 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 
 	rs := p.builder.Ruleset()
 	var input []byte
+	var saved rules.Saved
 	if full {
-		existing, err := p.nf.OwnedChains(ctx)
-		if err != nil {
+		// Compare with what the kernel holds: without drift nothing is written.
+		var err error
+		if saved, err = p.nf.Save(ctx); err != nil {
 			p.applied = nil
 			return syncResult{}, err
 		}
-		input = rules.RestoreInput(nil, rs, existing)
+		input = rules.RestoreInput(nil, rs, saved)
 	} else {
 		input = rules.RestoreInput(p.applied, rs, nil)
 	}
@@ -98,6 +102,9 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 	p.applied = rs
 	if full || !p.jumpsDone {
 		for _, j := range rules.Jumps() {
+			if saved != nil && saved.HasJump(j) {
+				continue
+			}
 			if err := p.nf.EnsureJump(j); err != nil {
 				p.applied, p.jumpsDone = nil, false
 				return syncResult{}, err
@@ -113,7 +120,8 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 			logFromContext(ctx).Error(err, "Cannot delete stale UDP conntrack entries", "family", p.family)
 		}
 	}
-	return syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter), noLocal: p.builder.NoLocalEndpoints()}, nil
+	return syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter),
+		noLocal: p.builder.NoLocalEndpoints(), chainsWritten: rules.ChainsWritten(input)}, nil
 }
 
 // localAddresses are this namespace's addresses of family inside cidrs.

@@ -96,7 +96,9 @@ func start() error {
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("building portico-agent: %w: %s", err, out)
 	}
-	if shared.lab, err = netlab.NewE(netlab.Options{Nodes: 4, Clients: 2, Router: true, RootLink: true}); err != nil {
+	// A dual-stack lab and cluster: Services are IPv4 unless a test asks for IPv6, nodes and
+	// pods have both families, and the agents program both.
+	if shared.lab, err = netlab.NewE(netlab.Options{Nodes: 4, Clients: 2, Router: true, RootLink: true, IPv6: true}); err != nil {
 		return err
 	}
 	// Real nodes have a default route; these send what they do not DNAT to the router (which
@@ -106,10 +108,14 @@ func start() error {
 		if _, err := n.Exec(context.Background(), "ip", "route", "add", "198.18.0.0/16", "via", shared.lab.Router().Addr.String()); err != nil {
 			return err
 		}
+		if _, err := n.Exec(context.Background(), "ip", "-6", "route", "add", serviceRange6.String(), "via", shared.lab.Router().Addr6.String()); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	if shared.cluster, err = cluster.Start(ctx, cluster.Options{BindAddress: shared.lab.RootAddr()}); err != nil {
+	opts := cluster.Options{BindAddress: shared.lab.RootAddr(), ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}}
+	if shared.cluster, err = cluster.Start(ctx, opts); err != nil {
 		return err
 	}
 	shared.cs = shared.cluster.Client()
@@ -118,7 +124,7 @@ func start() error {
 		return err
 	}
 	for _, n := range shared.lab.Nodes() {
-		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr}, PodCIDRs: []netip.Prefix{n.PodCIDR}}
+		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr, n.Addr6}, PodCIDRs: []netip.Prefix{n.PodCIDR, n.PodCIDR6}}
 		if _, err := shared.cluster.RegisterNode(ctx, spec); err != nil {
 			return err
 		}
@@ -126,11 +132,15 @@ func start() error {
 	return nil
 }
 
-// clusterCIDRs are the pod ranges of every node.
+// serviceRange6 covers the IPv6 ClusterIP range and the IPv6 load-balancer and external IPs
+// the tests use (cluster.ServiceCIDR6, cluster.LBPoolCIDR6).
+var serviceRange6 = netip.MustParsePrefix("fd00:c613:ff00::/40")
+
+// clusterCIDRs are the pod ranges of every node, both families.
 func clusterCIDRs() string {
 	var s []string
 	for _, n := range shared.lab.Nodes() {
-		s = append(s, n.PodCIDR.String())
+		s = append(s, n.PodCIDR.String(), n.PodCIDR6.String())
 	}
 	return strings.Join(s, ",")
 }
@@ -255,7 +265,7 @@ func (e *env) backend(node *netlab.Node, name, app string) *netlab.Pod {
 	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo", Ports: []corev1.ContainerPort{
 		{Name: "echo", ContainerPort: 8080},
 	}}}
-	if _, err := shared.cluster.CreateReadyPod(e.ctx, pod, node.Name, p.Addr); err != nil {
+	if _, err := shared.cluster.CreateReadyPod(e.ctx, pod, node.Name, p.Addr, p.Addr6); err != nil {
 		e.t.Fatal(err)
 	}
 	return p
@@ -312,10 +322,14 @@ func (e *env) setIngress(svc *corev1.Service, ip netip.Addr, via *netlab.Node) {
 // route sends dst from h via node until the test ends.
 func (e *env) route(h *netlab.Host, dst netip.Addr, via *netlab.Node) {
 	e.t.Helper()
-	if _, err := h.Exec(e.ctx, "ip", "route", "replace", dst.String()+"/32", "via", via.Addr.String()); err != nil {
+	host, gw := netip.PrefixFrom(dst, dst.BitLen()).String(), via.Addr.String()
+	if dst.Is6() {
+		gw = via.Addr6.String()
+	}
+	if _, err := h.Exec(e.ctx, "ip", "route", "replace", host, "via", gw); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _, _ = h.Exec(context.Background(), "ip", "route", "del", dst.String()+"/32") })
+	e.t.Cleanup(func() { _, _ = h.Exec(context.Background(), "ip", "route", "del", host) })
 }
 
 // eventually retries check until it succeeds or timeout passes.

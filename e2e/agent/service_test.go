@@ -388,6 +388,13 @@ func TestDriftIsRepaired(t *testing.T) {
 	}
 	// The full resync (every 5s in these tests) rewrites the chain.
 	e.reach(&pod.Host, "tcp", dst)
+
+	// A deleted jump in a built-in chain is put back.
+	if _, err := e.node1.Exec(e.ctx, "iptables", "-t", "nat", "-D", "PREROUTING",
+		"-m", "comment", "--comment", "portico-agent", "-j", "PTC-SERVICES"); err != nil {
+		t.Fatal(err)
+	}
+	e.reach(&pod.Host, "tcp", dst)
 }
 
 func TestCleanupRemovesEverything(t *testing.T) {
@@ -414,4 +421,110 @@ func TestCleanupRemovesEverything(t *testing.T) {
 	if _, err := e.request(e.client, "tcp", dst); err == nil {
 		t.Error("NodePort still answers after --cleanup")
 	}
+}
+
+// metric sums the samples of name whose labels contain every one of labels (`key="value"`),
+// as node's agent reports them on /metrics.
+func (e *env) metric(node *netlab.Node, name string, labels ...string) (float64, error) {
+	c, err := e.client.DialTCP(e.ctx, netip.AddrPortFrom(node.Addr, 10249))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sum, found := 0.0, false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		series, value, ok := strings.Cut(line, " ")
+		if !ok || !containsAll(series, labels) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(value, &v); err != nil {
+			return 0, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		sum, found = sum+v, true
+	}
+	if !found {
+		return 0, fmt.Errorf("no metric %s%v on %s", name, labels, node.Name)
+	}
+	return sum, sc.Err()
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPeriodicResyncWithoutDriftWritesNothing: with every kind of rule in place (affinity,
+// externalTrafficPolicy: Local with a health check, source ranges, UDP NodePorts, rejects,
+// internalTrafficPolicy: Local drops, IPv6), a periodic full sync finds the kernel as it wants
+// it and restores no chain.
+func TestPeriodicResyncWithoutDriftWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.backend(e.node1, "a", "quiet")
+	e.backend(e.node2, "b", "quiet")
+	e.service("affinity", "quiet", withUDP, func(s *corev1.Service) {
+		s.Spec.Type = corev1.ServiceTypeNodePort
+		s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+	})
+	lb := e.service("lb", "quiet", loadBalancer, local, dualStack, func(s *corev1.Service) {
+		s.Spec.LoadBalancerSourceRanges = []string{e.client.Addr.String() + "/32", "fd00:c613::/48"}
+	})
+	e.setIngress(lb, netip.MustParseAddr("198.18.128.14"), e.node1)
+	e.service("empty", "nobody-here", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
+	e.service("itp", "quiet", func(s *corev1.Service) {
+		p := corev1.ServiceInternalTrafficPolicyLocal
+		s.Spec.InternalTrafficPolicy = &p
+	})
+	e.reach(e.client, "tcp", netip.AddrPortFrom(netip.MustParseAddr("198.18.128.14"), 80))
+
+	const written = "portico_agent_sync_proxy_rules_chains_restored_total"
+	const fullSyncs = "portico_agent_sync_full_proxy_rules_duration_seconds_count"
+	// Other tests' namespaces may still be going away: a full sync that carries such a change
+	// writes its chains. Wait for one full sync with nothing to carry.
+	e.eventually("a full sync that restores nothing", 90*time.Second, func() error {
+		w0, err := e.metric(e.node1, written, `sync="full"`)
+		if err != nil {
+			return err
+		}
+		n0, err := e.metric(e.node1, fullSyncs)
+		if err != nil {
+			return err
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			time.Sleep(500 * time.Millisecond)
+			n1, err := e.metric(e.node1, fullSyncs)
+			if err != nil {
+				return err
+			}
+			if n1 == n0 {
+				continue
+			}
+			w1, err := e.metric(e.node1, written, `sync="full"`)
+			if err != nil {
+				return err
+			}
+			if w1 != w0 {
+				return fmt.Errorf("full syncs %v -> %v restored %v chains", n0, n1, w1-w0)
+			}
+			return nil
+		}
+		return errors.New("no full sync within 20s")
+	})
 }

@@ -27,9 +27,16 @@ import (
 
 // ServiceCIDR is the ClusterIP range of every test cluster. LoadBalancer pools used by tests
 // take their addresses from LBPoolCIDR, which does not overlap it.
+//
+// ServiceCIDR6 is the IPv6 ClusterIP range of a dual-stack cluster (Options.ServiceCIDRs), and
+// LBPoolCIDR6 the IPv6 addresses tests use as load-balancer or external IPs. Both lie in
+// fd00:c613:ff00::/40, inside the network labs' fd00:c613::/32 but outside every lab slot's
+// fd00:c613:N::/48 (N = 0..15; see e2e/netlab).
 const (
-	ServiceCIDR = "198.18.0.0/17"
-	LBPoolCIDR  = "198.18.128.0/17"
+	ServiceCIDR  = "198.18.0.0/17"
+	LBPoolCIDR   = "198.18.128.0/17"
+	ServiceCIDR6 = "fd00:c613:ff00::/112"
+	LBPoolCIDR6  = "fd00:c613:ff01::/112"
 )
 
 // DefaultControllers are the kube-controller-manager controllers a test cluster runs: real
@@ -50,6 +57,10 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Binaries overrides the binaries (otherwise k8sbin.Ensure builds or finds them).
 	Binaries *k8sbin.Binaries
+	// ServiceCIDRs are the ClusterIP ranges, at most one per family, the first being the
+	// default family of new Services; nil means ServiceCIDR only. []string{ServiceCIDR,
+	// ServiceCIDR6} makes a dual-stack cluster.
+	ServiceCIDRs []string
 }
 
 // Cluster is a running etcd + kube-apiserver (+ kube-controller-manager).
@@ -127,7 +138,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.startAPIServer(ctx, bins.KubeAPIServer, etcdURL, opts.BindAddress); err != nil {
+	serviceCIDRs := opts.ServiceCIDRs
+	if len(serviceCIDRs) == 0 {
+		serviceCIDRs = []string{ServiceCIDR}
+	}
+	if err := c.startAPIServer(ctx, bins.KubeAPIServer, etcdURL, opts.BindAddress, serviceCIDRs); err != nil {
 		return nil, err
 	}
 	if len(opts.Controllers) > 0 {
@@ -176,7 +191,7 @@ func (c *Cluster) startEtcd(ctx context.Context, bin string) (string, error) {
 	return client, nil
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, bind netip.Addr) error {
+func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, bind netip.Addr, serviceCIDRs []string) error {
 	ports, err := freePortsOn(bind, 1)
 	if err != nil {
 		return err
@@ -194,7 +209,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, bind 
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+c.creds.saPubFile,
 		"--service-account-signing-key-file="+c.creds.saKeyFile,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range="+strings.Join(serviceCIDRs, ","),
 		"--service-node-port-range=30000-32767",
 		"--cert-dir="+filepath.Join(c.dir, "apiserver-certs"),
 		"--enable-priority-and-fairness=false",

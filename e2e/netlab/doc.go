@@ -18,7 +18,8 @@
 // a route overlaps the lab's block. Nothing routes pod or client traffic to the root.
 //
 // The lab adds no routes for 198.18.0.0/16, the range reserved for Service ClusterIPs and
-// load-balancer VIP pools: a test adds what its scenario needs (an on-link route on clients for
+// load-balancer VIP pools, nor for its IPv6 counterpart fd00:c613:ff00::/40 (outside every
+// slot's /48; see cluster.ServiceCIDR6): a test adds what its scenario needs (an on-link route on clients for
 // L2 announcements, a route via the router for BGP) with Host.Exec.
 //
 // # Address plan

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -207,7 +208,7 @@ func (b *Builder) nodePortJumps() []string {
 		if b.cfg.Family == IPv6 {
 			loopback = "::1/128"
 		}
-		return []string{fmt.Sprintf("-m addrtype --dst-type LOCAL ! -d %s -j %s", loopback, ChainNodePorts)}
+		return []string{fmt.Sprintf("! -d %s -m addrtype --dst-type LOCAL -j %s", loopback, ChainNodePorts)}
 	}
 	var out []string
 	for _, a := range b.cfg.NodePortAddresses {
@@ -255,7 +256,7 @@ func (b *Builder) postrouting(hairpin map[netip.Addr]bool) []string {
 	}
 	return append(out,
 		fmt.Sprintf("-m mark ! --mark %s -j RETURN", b.markMatch()),
-		fmt.Sprintf("-j MARK --xor-mark %#x", b.cfg.MasqueradeMark),
+		fmt.Sprintf("-j MARK --set-xmark %#x/0x0", b.cfg.MasqueradeMark), // flips the bit off
 		"-j MASQUERADE --random-fully",
 	)
 }
@@ -272,7 +273,25 @@ func (b *Builder) markMatch() string {
 	return fmt.Sprintf("%#x/%#x", b.cfg.MasqueradeMark, b.cfg.MasqueradeMark)
 }
 
-func (b *Builder) mark() string { return fmt.Sprintf("-j MARK --or-mark %#x", b.cfg.MasqueradeMark) }
+func (b *Builder) mark() string {
+	return fmt.Sprintf("-j MARK --set-xmark %#x/%#x", b.cfg.MasqueradeMark, b.cfg.MasqueradeMark)
+}
+
+// reject answers with ICMP port unreachable: a fast "connection refused".
+func (b *Builder) reject() string {
+	if b.cfg.Family == IPv6 {
+		return "-j REJECT --reject-with icmp6-port-unreachable"
+	}
+	return "-j REJECT --reject-with icmp-port-unreachable"
+}
+
+// recentMask is the `-m recent --mask` that keys affinity on the whole source address.
+func (b *Builder) recentMask() string {
+	if b.cfg.Family == IPv6 {
+		return "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"
+	}
+	return "255.255.255.255"
+}
 
 // host is an address as a single-host prefix.
 func (b *Builder) host(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
@@ -297,7 +316,7 @@ func (b *Builder) render(sp *ServicePort) *portRules {
 		}
 		switch {
 		case len(cluster) == 0:
-			p.filter = append(p.filter, dst+" -j REJECT")
+			p.filter = append(p.filter, dst+" "+b.reject())
 		case len(internal) == 0:
 			p.filter = append(p.filter, dst+" -j DROP")
 		default:
@@ -315,24 +334,25 @@ func (b *Builder) render(sp *ServicePort) *portRules {
 	// External traffic: externalIPs, LoadBalancer IPs and the NodePort.
 	type external struct {
 		chain, match, filterMatch string
-		lb                        bool
+		lbIP                      netip.Addr // LoadBalancer IPs only
 	}
 	var externals []external
 	for _, ip := range sp.ExternalIPs {
 		if b.cfg.Family.Contains(ip) {
 			m := fmt.Sprintf("-d %s %s", b.host(ip), fmt.Sprintf(proto, sp.Port))
-			externals = append(externals, external{bucketChain(bucketOf(ip)), m, m, false})
+			externals = append(externals, external{bucketChain(bucketOf(ip)), m, m, netip.Addr{}})
 		}
 	}
 	for _, ip := range sp.LoadBalancerIPs {
 		if b.cfg.Family.Contains(ip) {
 			m := fmt.Sprintf("-d %s %s", b.host(ip), fmt.Sprintf(proto, sp.Port))
-			externals = append(externals, external{bucketChain(bucketOf(ip)), m, m, true})
+			externals = append(externals, external{bucketChain(bucketOf(ip)), m, m, ip})
 		}
 	}
 	if sp.NodePort != 0 {
 		m := fmt.Sprintf(proto, sp.NodePort)
-		externals = append(externals, external{nodePortChain(nodePortBucket(sp.NodePort)), m, "-m addrtype --dst-type LOCAL " + m, false})
+		local := fmt.Sprintf("-p %s -m addrtype --dst-type LOCAL -m %s --dport %d", sp.Protocol, sp.Protocol, sp.NodePort)
+		externals = append(externals, external{nodePortChain(nodePortBucket(sp.NodePort)), m, local, netip.Addr{}})
 	}
 	if len(externals) == 0 {
 		return p
@@ -344,7 +364,7 @@ func (b *Builder) render(sp *ServicePort) *portRules {
 	for _, x := range externals {
 		switch {
 		case len(cluster) == 0:
-			p.filter = append(p.filter, x.filterMatch+" -j REJECT")
+			p.filter = append(p.filter, x.filterMatch+" "+b.reject())
 			continue
 		case sp.ExternalLocal:
 			p.nat = append(p.nat, fragment{x.chain, []string{x.match + " -j " + externalChain(key)}})
@@ -357,12 +377,12 @@ func (b *Builder) render(sp *ServicePort) *portRules {
 			rules := append([]string{x.match + " " + b.mark()}, b.balance(x.match, key, cluster, sp)...)
 			p.nat = append(p.nat, fragment{x.chain, rules})
 		}
-		if x.lb && len(sp.SourceRanges) > 0 {
-			p.filterFirst = append(p.filterFirst, b.sourceRanges(sp, x.match)...)
+		if x.lbIP.IsValid() && len(sp.SourceRanges) > 0 {
+			p.filterFirst = append(p.filterFirst, b.sourceRanges(sp, x.lbIP)...)
 		}
 	}
 	if sp.ExternalLocal && sp.HealthCheckNodePort != 0 {
-		p.filter = append(p.filter, fmt.Sprintf("-m addrtype --dst-type LOCAL -p tcp -m tcp --dport %d -j ACCEPT", sp.HealthCheckNodePort))
+		p.filter = append(p.filter, fmt.Sprintf("-p tcp -m addrtype --dst-type LOCAL -m tcp --dport %d -j ACCEPT", sp.HealthCheckNodePort))
 	}
 	return p
 }
@@ -395,17 +415,17 @@ func (b *Builder) balance(match, key string, eps []Endpoint, sp *ServicePort) []
 	var out []string
 	if sp.AffinitySeconds > 0 {
 		for _, e := range eps {
-			out = append(out, fmt.Sprintf("%s -m recent --name %s --rcheck --seconds %d --reap -j DNAT --to-destination %s",
-				match, affinityList(key, e), sp.AffinitySeconds, e))
+			out = append(out, fmt.Sprintf("%s -m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource -j DNAT --to-destination %s",
+				match, sp.AffinitySeconds, affinityList(key, e), b.recentMask(), e))
 		}
 	}
 	for i, e := range eps {
 		r := match
 		if n := len(eps) - i; n > 1 {
-			r += fmt.Sprintf(" -m statistic --mode random --probability %.10f", 1/float64(n))
+			r += " -m statistic --mode random --probability " + probability(n)
 		}
 		if sp.AffinitySeconds > 0 {
-			r += fmt.Sprintf(" -m recent --name %s --set", affinityList(key, e))
+			r += fmt.Sprintf(" -m recent --set --name %s --mask %s --rsource", affinityList(key, e), b.recentMask())
 		}
 		out = append(out, r+" -j DNAT --to-destination "+e.String())
 	}
@@ -414,15 +434,20 @@ func (b *Builder) balance(match, key string, eps []Endpoint, sp *ServicePort) []
 
 // sourceRanges admit new connections to an LB IP from the allowed ranges and drop the rest. They
 // run in filter after DNAT, so they match the original destination through conntrack.
-func (b *Builder) sourceRanges(sp *ServicePort, match string) []string {
-	var lbIP string
-	fmt.Sscanf(match, "-d %s", &lbIP)
+func (b *Builder) sourceRanges(sp *ServicePort, lbIP netip.Addr) []string {
 	orig := fmt.Sprintf("-p %s -m conntrack --ctorigdst %s --ctorigdstport %d", sp.Protocol, lbIP, sp.Port)
 	var out []string
 	for _, r := range sp.SourceRanges {
 		if b.cfg.Family.Contains(r.Addr()) {
-			out = append(out, fmt.Sprintf("%s -s %s -j RETURN", orig, r.Masked()))
+			out = append(out, fmt.Sprintf("-s %s %s -j RETURN", r.Masked(), orig))
 		}
 	}
 	return append(out, orig+" -j DROP")
+}
+
+// probability is 1/n as xt_statistic stores it (a fraction of 2^31) and iptables-save prints it,
+// so that rendered rules compare equal to what the kernel reports (see Canonical in restore.go).
+func probability(n int) string {
+	stored := math.Round(float64(1<<31) / float64(n))
+	return strconv.FormatFloat(stored/float64(1<<31), 'f', 11, 64)
 }

@@ -86,9 +86,43 @@ func build(c Config, ports []*ServicePort) *Builder {
 
 func TestFullSync(t *testing.T) {
 	rs := build(cfg4(), scenario()).Ruleset()
-	golden(t, "full", RestoreInput(nil, rs, map[string][]string{
-		TableNAT: {"PTC-SVC-2A", "PTC-X-STALESTALESTALE1"}, TableFilter: {"PTC-SERVICES", "PTC-OLD"},
+	// The kernel has a stale chain in each table and a flushed PTC-SVC-2A.
+	golden(t, "full", RestoreInput(nil, rs, Saved{
+		TableNAT:    {"PTC-SVC-2A": {}, "PTC-X-STALESTALESTALE1": {"-j RETURN"}},
+		TableFilter: {"PTC-SERVICES": {"-j DROP"}, "PTC-OLD": {}},
 	}))
+}
+
+func TestFullSyncWithoutDriftWritesNothing(t *testing.T) {
+	for _, c := range []Config{cfg4(), {Family: IPv6, MasqueradeMark: 0x1000, ClusterCIDRs: []netip.Prefix{pfx("fd00:c613:0:1::/64")}}} {
+		rs := build(c, scenario()).Ruleset()
+		// What iptables-save prints after restoring the full input.
+		saved, err := ParseSave(strings.NewReader(savedForm(RestoreInput(nil, rs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RestoreInput(nil, rs, saved); got != nil {
+			t.Errorf("%s: full sync over an unchanged kernel writes:\n%s", c.Family, got)
+		}
+		// One edited rule is repaired by rewriting its chain only.
+		saved[TableNAT]["PTC-POSTROUTING"][0] = "-j ACCEPT"
+		if got := ChainsWritten(RestoreInput(nil, rs, saved)); got != 1 {
+			t.Errorf("%s: an edited chain: %d chains written, want 1", c.Family, got)
+		}
+	}
+}
+
+// savedForm turns restore input into iptables-save output: the same chains and rules, with
+// the counters and policies of chain lines as iptables-save prints them.
+func savedForm(input []byte) string {
+	var b strings.Builder
+	for _, line := range strings.Split(string(input), "\n") {
+		if strings.HasPrefix(line, "-X ") {
+			continue
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 func TestPartialSyncWritesOnlyChangedChains(t *testing.T) {
@@ -155,12 +189,16 @@ func TestEndpointSelection(t *testing.T) {
 
 func TestParseSaveChains(t *testing.T) {
 	save := "*nat\n:PREROUTING ACCEPT [0:0]\n:PTC-SERVICES - [0:0]\n:KUBE-SERVICES - [0:0]\n-A PREROUTING -j PTC-SERVICES\nCOMMIT\n*filter\n:PTC-FORWARD - [0:0]\nCOMMIT\n"
-	got, err := ParseSaveChains(strings.NewReader(save))
+	saved, err := ParseSave(strings.NewReader(save))
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := saved.OwnedChains()
 	if len(got[TableNAT]) != 1 || got[TableNAT][0] != "PTC-SERVICES" || len(got[TableFilter]) != 1 {
-		t.Errorf("ParseSaveChains = %v", got)
+		t.Errorf("OwnedChains = %v", got)
+	}
+	if !saved.HasJump(Jump{Table: TableNAT, Chain: "PREROUTING", Spec: []string{"-j", "PTC-SERVICES"}}) {
+		t.Errorf("HasJump: the PREROUTING jump not found in %v", saved)
 	}
 	golden(t, "cleanup", CleanupInput(got))
 }

@@ -14,22 +14,27 @@ var tableOrder = []string{TableFilter, TableNAT}
 // RestoreInput renders the `iptables-restore --noflush` input that turns the kernel's owned
 // chains into next.
 //
-// With prev nil (a full sync) every chain of next is written, and every chain listed in existing
-// (table -> owned chains found in the kernel) that next does not have is flushed and deleted.
+// With prev nil (a full sync) existing is what the kernel holds (ParseSave): every chain of next
+// whose rules differ from the kernel's, or that the kernel lacks, is written, and every owned
+// chain of existing that next does not have is flushed and deleted. The Builder renders rules in
+// the form iptables-save prints them, so a chain nobody touched compares equal and a full sync
+// without drift writes nothing; a form this iptables prints differently only costs a rewrite.
 // With prev set (a partial sync: prev is what the last successful restore wrote) only chains
-// whose rules differ are written, and chains of prev that next lacks are deleted.
+// whose rules differ from prev are written, and chains of prev that next lacks are deleted.
 //
 // In --noflush mode a ":CHAIN" line creates the chain or flushes it, and chains the input does not
 // mention keep their rules, so the output is a transaction over exactly the chains it names. It
 // returns nil when nothing changes.
-func RestoreInput(prev, next *Ruleset, existing map[string][]string) []byte {
+func RestoreInput(prev, next *Ruleset, existing Saved) []byte {
 	var buf bytes.Buffer
 	for _, table := range tableOrder {
 		want := next.Tables[table]
 		var write []string
 		for chain, rules := range want {
 			if prev == nil {
-				write = append(write, chain)
+				if have, ok := existing[table][chain]; !ok || !slices.Equal(have, rules) {
+					write = append(write, chain)
+				}
 				continue
 			}
 			old, ok := prev.Tables[table][chain]
@@ -45,7 +50,7 @@ func RestoreInput(prev, next *Ruleset, existing map[string][]string) []byte {
 				}
 			}
 		}
-		for _, chain := range existing[table] {
+		for chain := range existing[table] {
 			if _, ok := want[chain]; !ok && Owned(chain) {
 				stale[chain] = true
 			}
@@ -81,6 +86,11 @@ func RestoreInput(prev, next *Ruleset, existing map[string][]string) []byte {
 		return nil
 	}
 	return buf.Bytes()
+}
+
+// ChainsWritten counts the chains restore input writes or deletes.
+func ChainsWritten(input []byte) int {
+	return bytes.Count(input, []byte("\n:"))
 }
 
 // sameRules compares two chains' rules; chains the Builder did not reassemble share their
@@ -125,9 +135,18 @@ func CleanupInput(existing map[string][]string) []byte {
 	return buf.Bytes()
 }
 
-// ParseSaveChains reads `iptables-save` output and returns table -> owned chain names.
-func ParseSaveChains(r io.Reader) (map[string][]string, error) {
-	out := map[string][]string{}
+// Saved is the kernel's state of one family as iptables-save prints it: table -> chain -> rules
+// (the text after "-A CHAIN "), for the owned chains of the nat and filter tables and the
+// built-in chains that hold the jumps. An owned chain without rules is present with none.
+type Saved map[string]map[string][]string
+
+// ParseSave reads `iptables-save` output.
+func ParseSave(r io.Reader) (Saved, error) {
+	builtin := map[string]bool{}
+	for _, j := range Jumps() {
+		builtin[j.Table+"/"+j.Chain] = true
+	}
+	out := Saved{}
 	table := ""
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -136,12 +155,45 @@ func ParseSaveChains(r io.Reader) (map[string][]string, error) {
 		switch {
 		case strings.HasPrefix(line, "*"):
 			table = line[1:]
+		case table != TableNAT && table != TableFilter:
 		case strings.HasPrefix(line, ":"+Prefix):
 			name, _, _ := strings.Cut(line[1:], " ")
-			out[table] = append(out[table], name)
+			if out[table] == nil {
+				out[table] = map[string][]string{}
+			}
+			if _, ok := out[table][name]; !ok {
+				out[table][name] = []string{}
+			}
+		case strings.HasPrefix(line, "-A "):
+			chain, rule, _ := strings.Cut(line[len("-A "):], " ")
+			if Owned(chain) || builtin[table+"/"+chain] {
+				if out[table] == nil {
+					out[table] = map[string][]string{}
+				}
+				out[table][chain] = append(out[table][chain], rule)
+			}
 		}
 	}
 	return out, sc.Err()
+}
+
+// OwnedChains is table -> owned chain names, sorted.
+func (s Saved) OwnedChains() map[string][]string {
+	out := map[string][]string{}
+	for table, chains := range s {
+		for c := range chains {
+			if Owned(c) {
+				out[table] = append(out[table], c)
+			}
+		}
+		slices.Sort(out[table])
+	}
+	return out
+}
+
+// HasJump reports whether j is in its built-in chain, as iptables-save prints it.
+func (s Saved) HasJump(j Jump) bool {
+	return slices.Contains(s[j.Table][j.Chain], strings.Join(j.Spec, " "))
 }
 
 // Jump is a rule the agent keeps in a built-in chain, pointing into its own chains.
