@@ -1,12 +1,10 @@
 package config
 
 import (
-	"errors"
 	"flag"
 	"net"
 	"net/netip"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -143,15 +141,7 @@ func (c *Agent) Validate() error {
 	if c.IP6TablesPath == "" {
 		errs = append(errs, field.Required(root.Child("ip6tablesPath"), ""))
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
-	}
-	sort.Strings(msgs)
-	return errors.New("invalid configuration:\n  " + strings.Join(msgs, "\n  "))
+	return aggregate("invalid configuration", errs)
 }
 
 // Prefixes parses CIDR strings already checked by Validate.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -76,13 +75,5 @@ func (c CCM) Validate() error {
 	if _, err := netip.ParsePrefix(c.Pool); err != nil {
 		errs = append(errs, field.Invalid(root.Child("pool"), c.Pool, "must be a CIDR such as 198.18.128.0/24"))
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
-	}
-	sort.Strings(msgs)
-	return errors.New("invalid cloud config:\n  " + strings.Join(msgs, "\n  "))
+	return aggregate("invalid cloud config", errs)
 }

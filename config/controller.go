@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -206,15 +205,7 @@ func (c *Controller) Validate() error {
 	if c.ClusterName == "" {
 		errs = append(errs, field.Required(root.Child("clusterName"), ""))
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
-	}
-	sort.Strings(msgs)
-	return errors.New("invalid configuration:\n  " + strings.Join(msgs, "\n  "))
+	return aggregate("invalid configuration", errs)
 }
 
 func known(p string) bool {
