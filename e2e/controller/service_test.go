@@ -375,3 +375,22 @@ func TestLosingOwnershipCleansUp(t *testing.T) {
 		t.Errorf("provider still holds %v", refs)
 	}
 }
+
+func TestRequestedIPs(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(e.lbService("by-annotation", func(s *corev1.Service) {
+		s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "198.18.130.77"}
+	}))
+	e.create(e.lbService("by-spec", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "198.18.130.78" }))
+	for name, want := range map[string]string{"by-annotation": "198.18.130.77", "by-spec": "198.18.130.78"} {
+		if got := e.waitIngress(name).Status.LoadBalancer.Ingress[0].IP; got != want {
+			t.Errorf("%s: ingress %s, want the requested %s", name, got, want)
+		}
+	}
+	// A request the provider cannot honour (outside its pool) is reported, not silently replaced.
+	e.create(e.lbService("outside", func(s *corev1.Service) { s.Spec.LoadBalancerIP = "198.18.250.1" }))
+	s := e.waitCondition("outside", metav1.ConditionFalse, service.ReasonInvalidSpec)
+	if len(s.Status.LoadBalancer.Ingress) != 0 {
+		t.Errorf("outside: got ingress %v", s.Status.LoadBalancer.Ingress)
+	}
+}
