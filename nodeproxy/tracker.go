@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -30,10 +29,13 @@ const syncKey = "sync"
 type tracker struct {
 	node     string
 	services corelisters.ServiceLister
-	slices   discoverylisters.EndpointSliceLister
-	nodes    corelisters.NodeLister
-	synced   []cache.InformerSynced
-	queue    workqueue.TypedRateLimitingInterface[string]
+	// slicesByService indexes EndpointSlices by sliceServiceIndex: a lister's label-selector List
+	// scans every slice of the namespace, which made a full sync quadratic (10,000 Services:
+	// 10^8 label matches per family).
+	slicesByService cache.Indexer
+	nodes           corelisters.NodeLister
+	synced          []cache.InformerSynced
+	queue           workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.Mutex
 	changed map[types.NamespacedName]bool
@@ -53,13 +55,16 @@ func newTracker(cs kubernetes.Interface, node string, queue workqueue.TypedRateL
 	sliceInf := factory.Discovery().V1().EndpointSlices()
 	nodeInf := nodeFactory.Core().V1().Nodes()
 	t := &tracker{
-		node:     node,
-		services: svcInf.Lister(),
-		slices:   sliceInf.Lister(),
-		nodes:    nodeInf.Lister(),
-		queue:    queue,
-		changed:  map[types.NamespacedName]bool{},
-		synced:   []cache.InformerSynced{svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
+		node:            node,
+		services:        svcInf.Lister(),
+		slicesByService: sliceInf.Informer().GetIndexer(),
+		nodes:           nodeInf.Lister(),
+		queue:           queue,
+		changed:         map[types.NamespacedName]bool{},
+		synced:          []cache.InformerSynced{svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
+	}
+	if err := sliceInf.Informer().AddIndexers(cache.Indexers{sliceServiceIndex: sliceServiceKey}); err != nil {
+		return nil, nil, nil, fmt.Errorf("adding endpoint slice index: %w", err)
 	}
 	svcHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.serviceChanged(obj) },
@@ -79,9 +84,14 @@ func newTracker(cs kubernetes.Interface, node string, queue workqueue.TypedRateL
 	for inf, h := range map[cache.SharedIndexInformer]cache.ResourceEventHandler{
 		svcInf.Informer(): svcHandler, sliceInf.Informer(): sliceHandler, nodeInf.Informer(): nodeHandler,
 	} {
-		if _, err := inf.AddEventHandler(h); err != nil {
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
 			return nil, nil, nil, fmt.Errorf("adding event handler: %w", err)
 		}
+		// Wait for the initial objects to reach the handlers too, not only the caches: marks
+		// delivered after the first (full) sync took the changes would make the next sync a
+		// partial one over every Service.
+		t.synced = append(t.synced, reg.HasSynced)
 	}
 	return t, factory, nodeFactory, nil
 }
@@ -179,12 +189,32 @@ func (t *tracker) service(key types.NamespacedName) (*corev1.Service, []*discove
 	if err != nil {
 		return nil, nil, nil //nolint:nilerr // a lister only fails with NotFound
 	}
-	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: key.Name})
-	slices, err := t.slices.EndpointSlices(key.Namespace).List(sel)
+	objs, err := t.slicesByService.ByIndex(sliceServiceIndex, key.String())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing endpoint slices of %s: %w", key, err)
 	}
+	slices := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			slices = append(slices, s)
+		}
+	}
 	return svc, slices, nil
+}
+
+// sliceServiceIndex indexes EndpointSlices by "namespace/service" (their service-name label).
+const sliceServiceIndex = "portico-service"
+
+func sliceServiceKey(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{types.NamespacedName{Namespace: s.Namespace, Name: name}.String()}, nil
 }
 
 // allServices lists every Service key.

@@ -41,6 +41,9 @@ type Builder struct {
 	shared  map[string][]string
 	members map[string]map[string]bool
 	dirty   map[string]bool
+	// keys are the keys of ports, sorted, kept up to date once Ruleset has sorted them (nil:
+	// not yet).
+	keys []string
 }
 
 // portRules is one service port rendered.
@@ -72,6 +75,10 @@ func NewBuilder(cfg Config) *Builder {
 // Set renders sp (of the Builder's family) and replaces what was rendered under its key.
 func (b *Builder) Set(sp *ServicePort) {
 	key := sp.Key()
+	if _, ok := b.ports[key]; !ok && b.keys != nil {
+		i, _ := slices.BinarySearch(b.keys, key)
+		b.keys = slices.Insert(b.keys, i, key)
+	}
 	b.forget(key)
 	p := b.render(sp)
 	b.ports[key] = p
@@ -85,7 +92,14 @@ func (b *Builder) Set(sp *ServicePort) {
 }
 
 // Delete forgets the service port with key.
-func (b *Builder) Delete(key string) { b.forget(key) }
+func (b *Builder) Delete(key string) {
+	if _, ok := b.ports[key]; ok && b.keys != nil {
+		if i, found := slices.BinarySearch(b.keys, key); found {
+			b.keys = slices.Delete(b.keys, i, i+1)
+		}
+	}
+	b.forget(key)
+}
 
 func (b *Builder) forget(key string) {
 	old, ok := b.ports[key]
@@ -144,11 +158,16 @@ func (b *Builder) NoLocalEndpoints() int {
 func (b *Builder) Ruleset() *Ruleset {
 	nat := map[string][]string{}
 	filter := map[string][]string{}
-	keys := make([]string, 0, len(b.ports))
-	for k := range b.ports {
-		keys = append(keys, k)
+	if b.keys == nil {
+		// Sorting 10,000 keys costs milliseconds: a partial sync that only changes endpoints
+		// reuses the order.
+		b.keys = make([]string, 0, len(b.ports))
+		for k := range b.ports {
+			b.keys = append(b.keys, k)
+		}
+		slices.Sort(b.keys)
 	}
-	slices.Sort(keys)
+	keys := b.keys
 
 	b.assemble()
 	for c, rules := range b.shared {

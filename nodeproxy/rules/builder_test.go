@@ -211,3 +211,30 @@ func TestChainNamesFitIptables(t *testing.T) {
 		}
 	}
 }
+
+// TestIncrementalMatchesFresh checks that a Builder changed port by port (keys added, removed
+// and replaced after Ruleset sorted them) renders what a fresh Builder does.
+func TestIncrementalMatchesFresh(t *testing.T) {
+	all := scenario()
+	b := NewBuilder(cfg4())
+	for _, sp := range all[1:] {
+		b.Set(sp)
+	}
+	b.Ruleset()
+	b.Set(all[0])
+	b.Delete(all[len(all)-1].Key())
+	b.Set(all[len(all)-1])
+	b.Delete(all[1].Key())
+	b.Set(all[2])
+	got := RestoreInput(nil, b.Ruleset(), nil)
+
+	fresh := NewBuilder(cfg4())
+	for _, sp := range all {
+		if sp.Key() != all[1].Key() {
+			fresh.Set(sp)
+		}
+	}
+	if want := RestoreInput(nil, fresh.Ruleset(), nil); !bytes.Equal(got, want) {
+		t.Errorf("incremental Builder differs from a fresh one:\n--- got\n%s\n--- want\n%s", got, want)
+	}
+}
