@@ -91,7 +91,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 
 func TestTypeChangeCleansUp(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	svc := e.create(e.lbService("web"))
+	e.create(e.lbService("web"))
 	e.waitIngress("web")
 	e.update("web", func(s *corev1.Service) {
 		s.Spec.Type = corev1.ServiceTypeClusterIP
@@ -110,7 +110,6 @@ func TestTypeChangeCleansUp(t *testing.T) {
 		t.Errorf("provider still holds %v after the type change", refs)
 	}
 	e.waitEvent("web", service.EventDeleted)
-	_ = svc
 }
 
 func TestOtherClassesUntouched(t *testing.T) {
@@ -296,13 +295,12 @@ func TestNodeChanges(t *testing.T) {
 
 func TestDriftRepairedByResync(t *testing.T) {
 	e := newEnv(t, envOptions{resync: 2 * time.Second})
-	svc := e.create(e.lbService("web"))
+	e.create(e.lbService("web"))
 	e.waitIngress("web")
 	if !e.prov.Drift(e.ref(e.get("web"))) {
 		t.Fatal("provider has no load balancer to drift")
 	}
 	e.eventually("drift repaired", func() (bool, error) { return e.prov.Repairs() == 1, nil })
-	_ = svc
 }
 
 func TestLeaderElectionFailover(t *testing.T) {

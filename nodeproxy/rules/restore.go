@@ -64,28 +64,38 @@ func RestoreInput(prev, next *Ruleset, existing Saved) []byte {
 			del = append(del, c)
 		}
 		slices.Sort(del)
-
-		buf.WriteString("*" + table + "\n")
-		for _, c := range write {
-			buf.WriteString(":" + c + " - [0:0]\n")
-		}
-		for _, c := range del {
-			buf.WriteString(":" + c + " - [0:0]\n")
-		}
-		for _, c := range write {
-			for _, r := range want[c] {
-				buf.WriteString("-A " + c + " " + r + "\n")
-			}
-		}
-		for _, c := range del {
-			buf.WriteString("-X " + c + "\n")
-		}
-		buf.WriteString("COMMIT\n")
+		writeTable(&buf, table, write, want, del)
 	}
-	if buf.Len() == 0 {
+	return orNil(buf.Bytes())
+}
+
+// writeTable appends one table's transaction: the chains of write are created or flushed and
+// given their rules from rules, the chains of del are flushed and deleted.
+func writeTable(buf *bytes.Buffer, table string, write []string, rules map[string][]string, del []string) {
+	buf.WriteString("*" + table + "\n")
+	for _, c := range write {
+		buf.WriteString(":" + c + " - [0:0]\n")
+	}
+	for _, c := range del {
+		buf.WriteString(":" + c + " - [0:0]\n")
+	}
+	for _, c := range write {
+		for _, r := range rules[c] {
+			buf.WriteString("-A " + c + " " + r + "\n")
+		}
+	}
+	for _, c := range del {
+		buf.WriteString("-X " + c + "\n")
+	}
+	buf.WriteString("COMMIT\n")
+}
+
+// orNil returns nil for empty restore input: nothing to restore.
+func orNil(input []byte) []byte {
+	if len(input) == 0 {
 		return nil
 	}
-	return buf.Bytes()
+	return input
 }
 
 // ChainsWritten counts the chains restore input writes or deletes.
@@ -120,19 +130,9 @@ func CleanupInput(existing map[string][]string) []byte {
 			continue
 		}
 		slices.Sort(del)
-		buf.WriteString("*" + table + "\n")
-		for _, c := range del {
-			buf.WriteString(":" + c + " - [0:0]\n")
-		}
-		for _, c := range del {
-			buf.WriteString("-X " + c + "\n")
-		}
-		buf.WriteString("COMMIT\n")
+		writeTable(&buf, table, nil, nil, del)
 	}
-	if buf.Len() == 0 {
-		return nil
-	}
-	return buf.Bytes()
+	return orNil(buf.Bytes())
 }
 
 // Saved is the kernel's state of one family as iptables-save prints it: table -> chain -> rules
