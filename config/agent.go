@@ -30,8 +30,9 @@ type Agent struct {
 	MetricsBindAddress string
 	// Cleanup removes everything the agent installed and exits.
 	Cleanup bool
-	// NodePortAddresses restricts NodePorts to node addresses within these CIDRs; empty means
-	// every local address except loopback.
+	// NodePortAddresses restricts NodePorts to node addresses within these CIDRs, plus the
+	// node's primary IP of each family when the list holds "primary" (as kube-proxy). A family
+	// with neither keeps the default: every local address except loopback.
 	NodePortAddresses []string
 	// ClusterCIDRs hold the pods' addresses: traffic from outside them to a ClusterIP is
 	// masqueraded, traffic from inside them to an externalTrafficPolicy: Local address is sent
@@ -71,7 +72,7 @@ func (c *Agent) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address of /healthz and /livez (0 disables)")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address of /metrics (0 disables)")
 	fs.BoolVar(&c.Cleanup, "cleanup", c.Cleanup, "remove every chain and rule the agent installed, then exit")
-	fs.Func("nodeport-addresses", "comma list of CIDRs: NodePorts answer only on node addresses within them (default: every local address)", func(s string) error {
+	fs.Func("nodeport-addresses", "comma list of CIDRs and/or \"primary\" (the Node's primary IP per family): NodePorts answer only on local addresses within them (default: every local address except loopback)", func(s string) error {
 		c.NodePortAddresses = splitList(s)
 		return nil
 	})
@@ -123,8 +124,8 @@ func (c *Agent) Validate() error {
 		}
 	}
 	for i, s := range c.NodePortAddresses {
-		if _, err := netip.ParsePrefix(s); err != nil {
-			errs = append(errs, field.Invalid(root.Child("nodePortAddresses").Index(i), s, "must be a CIDR"))
+		if _, err := netip.ParsePrefix(s); err != nil && s != NodePortPrimary {
+			errs = append(errs, field.Invalid(root.Child("nodePortAddresses").Index(i), s, `must be a CIDR or "primary"`))
 		}
 	}
 	for i, s := range c.ClusterCIDRs {
@@ -144,7 +145,10 @@ func (c *Agent) Validate() error {
 	return aggregate("invalid configuration", errs)
 }
 
-// Prefixes parses CIDR strings already checked by Validate.
+// NodePortPrimary in NodePortAddresses stands for the Node's primary IP of each family.
+const NodePortPrimary = "primary"
+
+// Prefixes parses CIDR strings already checked by Validate, skipping keywords.
 func Prefixes(list []string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range list {

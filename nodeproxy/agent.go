@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -124,7 +125,8 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, ne
 				continue
 			}
 		}
-		a.proxiers = append(a.proxiers, &familyProxier{family: fam, nf: nf, baseCfg: a.rulesConfig(fam), npCIDRs: familyPrefixes(cfg.NodePortAddresses, fam)})
+		a.proxiers = append(a.proxiers, &familyProxier{family: fam, nf: nf, baseCfg: a.rulesConfig(fam),
+			npCIDRs: familyPrefixes(cfg.NodePortAddresses, fam), npPrimary: slices.Contains(cfg.NodePortAddresses, config.NodePortPrimary)})
 	}
 	return a, nil
 }
@@ -310,6 +312,9 @@ func (a *agent) sync(ctx context.Context) error {
 			continue
 		}
 		wasFull = wasFull || res.full
+		if len(res.repaired) > 0 {
+			a.log.V(1).Info("Full sync wrote chains (first sync or drift)", "family", p.family.String(), "chains", res.repaired)
+		}
 		noLocal += res.noLocal
 		written += res.chainsWritten
 		kind := "partial"
@@ -324,7 +329,7 @@ func (a *agent) sync(ctx context.Context) error {
 		a.tracker.restore(changed)
 		return err
 	}
-	a.hcServers.Sync(a.healthChecks())
+	a.hcServers.Sync(a.healthChecks(), a.healthCheckAddresses())
 	elapsed := time.Since(start).Seconds()
 	a.metrics.syncDuration.Observe(elapsed)
 	if wasFull {
@@ -362,6 +367,32 @@ func (a *agent) healthChecks() map[uint16]healthCheck {
 				out[hc] = healthCheck{Service: key, LocalEndpoints: len(ips[hc])}
 			}
 		}
+	}
+	return out
+}
+
+// healthCheckAddresses is where healthCheckNodePorts listen, like NodePorts: nil (every
+// address) unless --nodeport-addresses restricts a family; then the addresses it selects for
+// that family, and the unspecified address (the family's wildcard) for an unrestricted one.
+func (a *agent) healthCheckAddresses() []netip.Addr {
+	var out []netip.Addr
+	restricted := false
+	for _, p := range a.proxiers {
+		switch {
+		case p.nodePorts != nil:
+			restricted = true
+			out = append(out, p.nodePorts...)
+		case p.family == rules.IPv6:
+			out = append(out, netip.IPv6Unspecified())
+		default:
+			out = append(out, netip.IPv4Unspecified())
+		}
+	}
+	if !restricted {
+		return nil
+	}
+	if out == nil {
+		out = []netip.Addr{} // restricted to no address: no listener
 	}
 	return out
 }

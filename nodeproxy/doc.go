@@ -29,7 +29,8 @@
 //     "PTC-" + hash(service port, endpoint), shared by every address of the port.
 //   - NodePorts are bucketed the same way by port >> 6 (PTC-NP-<n>, 64 ports each), dispatched
 //     from PTC-NODEPORTS by port range; PTC-NODEPORTS is jumped to from the end of PTC-SERVICES
-//     for local destinations (or for the --nodeport-addresses only).
+//     for local destinations (or for the --nodeport-addresses only: matching local addresses and,
+//     with "primary", the Node's primary IP; loopback never).
 //   - Masquerading is decided with a mark (bit --masquerade-bit, default 12: 0x1000; kube-proxy
 //     uses 14) set by `-j MARK --or-mark` (not a chain) and acted on in PTC-POSTROUTING, which
 //     clears it and masquerades with --random-fully. ClusterIP traffic from outside

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,6 +38,10 @@ type serviceHealthServers struct {
 	mu      sync.Mutex
 	servers map[uint16]*serviceHealthServer
 	failing map[uint16]bool
+	// listen is where the servers listen: nil for every address, else one listener per
+	// address (as kube-proxy under a restricted --nodeport-addresses); an unspecified address
+	// stands for every address of its family.
+	listen []netip.Addr
 }
 
 type serviceHealthServer struct {
@@ -47,12 +53,17 @@ func newServiceHealthServers(log logr.Logger, healthy func() bool) *serviceHealt
 	return &serviceHealthServers{log: log, healthy: healthy, servers: map[uint16]*serviceHealthServer{}, failing: map[uint16]bool{}}
 }
 
-// Sync makes the running servers match want (port -> state): it starts missing ones, updates
-// counts and stops the ones no longer wanted. A port that cannot be bound is retried on the next
+// Sync makes the running servers match want (port -> state) on the listen addresses (nil:
+// every address): it starts missing ones, updates counts and stops the ones no longer wanted,
+// or all of them when the addresses changed. A port that cannot be bound is retried on the next
 // sync.
-func (s *serviceHealthServers) Sync(want map[uint16]healthCheck) {
+func (s *serviceHealthServers) Sync(want map[uint16]healthCheck, listen []netip.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !slices.Equal(listen, s.listen) || (listen == nil) != (s.listen == nil) {
+		s.closeAll()
+		s.listen = listen
+	}
 	for port, srv := range s.servers {
 		if _, ok := want[port]; !ok {
 			_ = srv.srv.Close()
@@ -69,7 +80,7 @@ func (s *serviceHealthServers) Sync(want map[uint16]healthCheck) {
 			srv.state.Store(&hc)
 			continue
 		}
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(int(port)))
+		ls, err := s.open(port)
 		if err != nil {
 			if !s.failing[port] {
 				s.failing[port] = true
@@ -88,14 +99,47 @@ func (s *serviceHealthServers) Sync(want map[uint16]healthCheck) {
 		srv.state.Store(&hc)
 		srv.srv = &http.Server{Handler: s.handler(srv), ReadHeaderTimeout: 5 * time.Second}
 		s.servers[port] = srv
-		go func() { _ = srv.srv.Serve(l) }()
+		for _, l := range ls {
+			go func() { _ = srv.srv.Serve(l) }()
+		}
 	}
+}
+
+// open listens on port at every listen address (all of them, or none on error).
+func (s *serviceHealthServers) open(port uint16) ([]net.Listener, error) {
+	if s.listen == nil {
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(int(port)))
+		if err != nil {
+			return nil, err
+		}
+		return []net.Listener{l}, nil
+	}
+	var ls []net.Listener
+	for _, a := range s.listen {
+		network := "tcp4"
+		if a.Is6() {
+			network = "tcp6" // IPV6_V6ONLY: [::] does not take IPv4 too
+		}
+		l, err := net.Listen(network, netip.AddrPortFrom(a, port).String())
+		if err != nil {
+			for _, l := range ls {
+				_ = l.Close()
+			}
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, nil
 }
 
 // Close stops every server.
 func (s *serviceHealthServers) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closeAll()
+}
+
+func (s *serviceHealthServers) closeAll() {
 	for port, srv := range s.servers {
 		_ = srv.srv.Close()
 		delete(s.servers, port)

@@ -3,8 +3,11 @@ package nodeproxy
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 
@@ -119,6 +122,44 @@ func TestServiceHealthCheckAnswers(t *testing.T) {
 	}
 }
 
+// TestServiceHealthCheckListenAddresses: the servers listen where they are told (loopback
+// addresses here), and move when the addresses change.
+func TestServiceHealthCheckListenAddresses(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	s := newServiceHealthServers(logr.Discard(), func() bool { return true })
+	defer s.Close()
+	want := map[uint16]healthCheck{port: {Service: types.NamespacedName{Namespace: "ns", Name: "web"}, LocalEndpoints: 1}}
+	answers := func(addr string) bool {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(int(port))), time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	one, two := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	for _, tc := range []struct {
+		listen       []netip.Addr
+		atOne, atTwo bool
+	}{
+		{nil, true, true},
+		{[]netip.Addr{two}, false, true},
+		{[]netip.Addr{one}, true, false},
+		{[]netip.Addr{netip.IPv4Unspecified()}, true, true},
+		{[]netip.Addr{}, false, false},
+	} {
+		s.Sync(want, tc.listen)
+		if a1, a2 := answers("127.0.0.1"), answers("127.0.0.2"); a1 != tc.atOne || a2 != tc.atTwo {
+			t.Errorf("listen %v: 127.0.0.1 answers %v, 127.0.0.2 answers %v; want %v, %v", tc.listen, a1, a2, tc.atOne, tc.atTwo)
+		}
+	}
+}
+
 func TestHealthzPerFamily(t *testing.T) {
 	m := newMetrics(nil)
 	h := &proxyHealth{timeout: time.Hour, pending: func() time.Time { return time.Time{} }, eligible: func() bool { return true }, metrics: m}
@@ -173,5 +214,24 @@ func TestNamedTargetPortsResolvePerEndpoint(t *testing.T) {
 		if got := ServicePorts(s, nil, "node1", rules.IPv4); got != nil {
 			t.Errorf("%+v: got ports %v, want none", s.Spec, got)
 		}
+	}
+}
+
+func TestPrimaryIP(t *testing.T) {
+	node := &corev1.Node{Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeHostName, Address: "node1"},
+		{Type: corev1.NodeExternalIP, Address: "198.19.0.200"},
+		{Type: corev1.NodeExternalIP, Address: "fd00:c613::200"},
+		{Type: corev1.NodeInternalIP, Address: "198.19.0.11"},
+		{Type: corev1.NodeInternalIP, Address: "198.19.0.12"},
+	}}}
+	if ip, ok := primaryIP(node, rules.IPv4); !ok || ip.String() != "198.19.0.11" {
+		t.Errorf("IPv4: %v %v, want the first InternalIP", ip, ok)
+	}
+	if ip, ok := primaryIP(node, rules.IPv6); !ok || ip.String() != "fd00:c613::200" {
+		t.Errorf("IPv6: %v %v, want the ExternalIP (no InternalIP of the family)", ip, ok)
+	}
+	if _, ok := primaryIP(nil, rules.IPv4); ok {
+		t.Error("no Node: want no primary IP")
 	}
 }

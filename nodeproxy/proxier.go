@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -17,10 +20,13 @@ type familyProxier struct {
 	family    rules.Family
 	nf        Netfilter
 	baseCfg   rules.Config
-	npCIDRs   []netip.Prefix
+	npCIDRs   []netip.Prefix // NodePorts answer on local addresses in these...
+	npPrimary bool           // ...and on the Node's primary IP of the family
 	builder   *rules.Builder
 	ports     map[types.NamespacedName][]*rules.ServicePort
 	applied   *rules.Ruleset // nil: the kernel's state is unknown, the next sync is full
+	// nodePorts is where the last full sync made NodePorts answer: nil for every local address.
+	nodePorts []netip.Addr
 	jumpsDone bool
 }
 
@@ -31,6 +37,8 @@ type syncResult struct {
 	noLocal   int
 	// chainsWritten counts the chains the sync's restore wrote or deleted (0: nothing restored).
 	chainsWritten int
+	// repaired names (up to 10 of) the chains a full sync wrote: all on the first, drifted ones after.
+	repaired []string
 }
 
 // sync brings the family's rules up to date for the changed Services (all of them when full),
@@ -39,12 +47,19 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 	full = full || p.applied == nil
 	if full {
 		cfg := p.baseCfg
-		if len(p.npCIDRs) > 0 {
+		if len(p.npCIDRs) > 0 || p.npPrimary {
 			addrs, err := localAddresses(p.family, p.npCIDRs)
 			if err != nil {
 				return syncResult{}, err
 			}
-			cfg.NodePortAddresses = addrs
+			if ip, ok := primaryIP(t.thisNode(), p.family); ok && p.npPrimary && !slices.Contains(addrs, ip) {
+				addrs = append(addrs, ip)
+			}
+			cfg.NodePortsRestricted, cfg.NodePortAddresses = true, addrs
+		}
+		p.nodePorts = nil
+		if cfg.NodePortsRestricted {
+			p.nodePorts = append([]netip.Addr{}, cfg.NodePortAddresses...)
 		}
 		p.builder = rules.NewBuilder(cfg)
 		p.ports = map[types.NamespacedName][]*rules.ServicePort{}
@@ -99,6 +114,10 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 			return syncResult{}, fmt.Errorf("restoring %s rules: %w", p.family, err)
 		}
 	}
+	var repaired []string
+	if full && input != nil {
+		repaired = rules.WrittenChains(input, 10)
+	}
 	p.applied = rs
 	if full || !p.jumpsDone {
 		for _, j := range rules.Jumps() {
@@ -121,7 +140,7 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 		}
 	}
 	return syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter),
-		noLocal: p.builder.NoLocalEndpoints(), chainsWritten: rules.ChainsWritten(input)}, nil
+		noLocal: p.builder.NoLocalEndpoints(), chainsWritten: rules.ChainsWritten(input), repaired: repaired}, nil
 }
 
 // localAddresses are this namespace's addresses of family inside cidrs.
@@ -141,8 +160,8 @@ func localAddresses(family rules.Family, cidrs []netip.Prefix) ([]netip.Addr, er
 			continue
 		}
 		ip = ip.Unmap()
-		if !family.Contains(ip) {
-			continue
+		if !family.Contains(ip) || ip.IsLoopback() {
+			continue // loopback NodePorts would need route_localnet; not offered
 		}
 		for _, c := range cidrs {
 			if c.Contains(ip) {
@@ -152,4 +171,23 @@ func localAddresses(family rules.Family, cidrs []netip.Prefix) ([]netip.Addr, er
 		}
 	}
 	return out, nil
+}
+
+// primaryIP is node's first InternalIP of family, else its first ExternalIP (kube-proxy's
+// "primary" node IP).
+func primaryIP(node *corev1.Node, family rules.Family) (netip.Addr, bool) {
+	if node == nil {
+		return netip.Addr{}, false
+	}
+	for _, kind := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range node.Status.Addresses {
+			if a.Type != kind {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil && family.Contains(ip.Unmap()) {
+				return ip.Unmap(), true
+			}
+		}
+	}
+	return netip.Addr{}, false
 }

@@ -214,9 +214,9 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// startAgent runs portico-agent in n's namespace and waits for its first sync (/livez answers).
-func startAgent(n *netlab.Node) error {
-	p, err := n.Start(shared.agent, agentArgs(n.Name)...)
+// startAgent runs portico-agent (with extra flags) in n's namespace and waits for its first sync.
+func startAgent(n *netlab.Node, extra ...string) error {
+	p, err := n.Start(shared.agent, agentArgs(n.Name, extra...)...)
 	if err != nil {
 		return err
 	}

@@ -521,10 +521,24 @@ func TestPeriodicResyncWithoutDriftWritesNothing(t *testing.T) {
 				return err
 			}
 			if w1 != w0 {
-				return fmt.Errorf("full syncs %v -> %v restored %v chains", n0, n1, w1-w0)
+				return fmt.Errorf("full syncs %v -> %v restored %v chains; the agent's last report: %s", n0, n1, w1-w0, lastLine(e.node1, "Full sync wrote chains"))
 			}
 			return nil
 		}
 		return errors.New("no full sync within 20s")
 	})
+}
+
+// lastLine is the last line of node's shared agent output that contains text.
+func lastLine(node *netlab.Node, text string) string {
+	shared.mu.Lock()
+	p := shared.agents[node.Name]
+	shared.mu.Unlock()
+	lines := strings.Split(p.Output(), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], text) {
+			return lines[i]
+		}
+	}
+	return "(none)"
 }

@@ -222,7 +222,7 @@ func (b *Builder) bucketMatch(i byte) string {
 }
 
 func (b *Builder) nodePortJumps() []string {
-	if len(b.cfg.NodePortAddresses) == 0 {
+	if !b.cfg.NodePortsRestricted {
 		loopback := "127.0.0.0/8"
 		if b.cfg.Family == IPv6 {
 			loopback = "::1/128"

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,8 +107,12 @@ func TestFullSyncWithoutDriftWritesNothing(t *testing.T) {
 		}
 		// One edited rule is repaired by rewriting its chain only.
 		saved[TableNAT]["PTC-POSTROUTING"][0] = "-j ACCEPT"
-		if got := ChainsWritten(RestoreInput(nil, rs, saved)); got != 1 {
+		input := RestoreInput(nil, rs, saved)
+		if got := ChainsWritten(input); got != 1 {
 			t.Errorf("%s: an edited chain: %d chains written, want 1", c.Family, got)
+		}
+		if got := WrittenChains(input, 5); !slices.Equal(got, []string{"PTC-POSTROUTING"}) {
+			t.Errorf("%s: written chains %q, want [PTC-POSTROUTING]", c.Family, got)
 		}
 	}
 }
@@ -148,13 +153,35 @@ func TestPartialSyncWritesOnlyChangedChains(t *testing.T) {
 
 func TestIPv6(t *testing.T) {
 	c := Config{Family: IPv6, MasqueradeMark: 0x1000, ClusterCIDRs: []netip.Prefix{pfx("fd00:c613:0:1::/64")},
-		NodePortAddresses: []netip.Addr{ip("fd00:c613::11"), ip("198.19.0.11")}}
+		NodePortsRestricted: true, NodePortAddresses: []netip.Addr{ip("fd00:c613::11"), ip("198.19.0.11")}}
 	ports := []*ServicePort{
 		{Namespace: "ns1", Name: "v6", PortName: "p80", Protocol: "tcp", ClusterIP: ip("fd00:c613:ffff::10"), Port: 80, NodePort: 30080,
 			LoadBalancerIPs: []netip.Addr{ip("198.18.128.1"), ip("fd00:c613:fffe::1")},
 			Endpoints:       []Endpoint{ep("fd00:c613:0:1::2", 8080, true), ep("fd00:c613:0:2::2", 8080, false)}},
 	}
 	golden(t, "ipv6", RestoreInput(nil, build(c, ports).Ruleset(), nil))
+}
+
+func TestNodePortAddressSelection(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"default: every local address", Config{Family: IPv4},
+			[]string{"! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j PTC-NODEPORTS"}},
+		{"default IPv6", Config{Family: IPv6},
+			[]string{"! -d ::1/128 -m addrtype --dst-type LOCAL -j PTC-NODEPORTS"}},
+		{"restricted", Config{Family: IPv4, NodePortsRestricted: true, NodePortAddresses: []netip.Addr{ip("198.19.0.11"), ip("198.19.0.77"), ip("fd00:c613::11")}},
+			[]string{"-d 198.19.0.11/32 -j PTC-NODEPORTS", "-d 198.19.0.77/32 -j PTC-NODEPORTS"}},
+		// --nodeport-addresses matching no local address: NodePorts answer nowhere, not everywhere.
+		{"restricted to nothing", Config{Family: IPv4, NodePortsRestricted: true}, nil},
+	}
+	for _, c := range cases {
+		if got := NewBuilder(c.cfg).nodePortJumps(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
 }
 
 func TestEndpointSelection(t *testing.T) {

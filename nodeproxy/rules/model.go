@@ -131,7 +131,9 @@ type Config struct {
 	// is masqueraded; traffic from inside them to an externalTrafficPolicy: Local destination is
 	// sent to any endpoint cluster-wide (the "short-circuit"). Empty disables both.
 	ClusterCIDRs []netip.Prefix
-	// NodePortAddresses are the node addresses NodePorts answer on; empty means every local
-	// address except loopback.
+	// NodePortsRestricted makes NodePorts answer on NodePortAddresses only (none when it is
+	// empty); otherwise they answer on every local address except loopback.
+	NodePortsRestricted bool
+	// NodePortAddresses are the node addresses NodePorts answer on when NodePortsRestricted.
 	NodePortAddresses []netip.Addr
 }

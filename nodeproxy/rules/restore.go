@@ -103,6 +103,25 @@ func ChainsWritten(input []byte) int {
 	return bytes.Count(input, []byte("\n:"))
 }
 
+// WrittenChains names up to limit of the chains a restore input declares (written or deleted),
+// for logs.
+func WrittenChains(input []byte, limit int) []string {
+	var names []string
+	for rest := input; len(names) < limit; {
+		i := bytes.Index(rest, []byte("\n:"))
+		if i < 0 {
+			break
+		}
+		rest = rest[i+2:]
+		end := bytes.IndexAny(rest, " \n")
+		if end < 0 {
+			end = len(rest)
+		}
+		names = append(names, string(rest[:end]))
+	}
+	return names
+}
+
 // sameRules compares two chains' rules; chains the Builder did not reassemble share their
 // backing array, which settles it at once.
 func sameRules(a, b []string) bool {
