@@ -9,6 +9,9 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -131,6 +134,9 @@ func (e *env) wantListening(dst netip.AddrPort, listening bool) {
 type agentHealth struct {
 	Healthy      bool  `json:"healthy"`
 	NodeEligible *bool `json:"nodeEligible"`
+	Families     map[string]struct {
+		Healthy bool `json:"healthy"`
+	} `json:"families"`
 }
 
 // agentHealthz fetches the agent's /healthz or /livez on node.
@@ -251,4 +257,74 @@ func restoreNode(t *testing.T, node *netlab.Node) {
 	if _, err := shared.cluster.RegisterNode(ctx, spec); err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("registering node %s again: %v", node.Name, err)
 	}
+}
+
+// TestHealthzFailsWhenRulesAreStale: when iptables-restore starts failing, the agent's /healthz
+// and /livez answer 503 once a change has waited 2 x --sync-period (10 s here) for a successful
+// sync, with the failing family marked unhealthy; both recover when restores work again. The
+// agent on node4 uses an iptables-restore wrapper that fails while a flag file exists.
+func TestHealthzFailsWhenRulesAreStale(t *testing.T) {
+	e := newEnv(t)
+	node := shared.lab.Nodes()[3]
+	real, err := exec.LookPath("iptables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	flag := filepath.Join(dir, "fail")
+	for name, script := range map[string]string{
+		"iptables":         fmt.Sprintf("exec %s \"$@\"\n", real),
+		"iptables-save":    fmt.Sprintf("exec %s-save \"$@\"\n", real),
+		"iptables-restore": fmt.Sprintf("if [ -e %s ]; then echo 'iptables-restore: failing on purpose' >&2; exit 1; fi\nexec %s-restore \"$@\"\n", flag, real),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := node.Start(shared.agent, agentArgs(node.Name, "--iptables="+filepath.Join(dir, "iptables"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent on %s, output tail:\n%s", node.Name, tail(p.Output()))
+		}
+		_ = p.Stop()
+	})
+	if err := p.WaitFor(e.ctx, `"Synced"`); err != nil {
+		t.Fatal(err)
+	}
+	e.wantAgentHealth(node, http.StatusOK, true, true)
+
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	failingSince := time.Now()
+	e.service("stale", "stale") // a change the agent cannot apply
+	e.wantAgentHealth(node, http.StatusServiceUnavailable, false, false)
+	if waited := time.Since(failingSince); waited < 10*time.Second {
+		t.Errorf("unhealthy after %s, before the 10 s timeout", waited.Round(time.Millisecond))
+	}
+	if err := os.Remove(flag); err != nil {
+		t.Fatal(err)
+	}
+	e.wantAgentHealth(node, http.StatusOK, true, true)
+}
+
+// wantAgentHealth waits until node's /healthz and /livez both answer code, with healthy and the
+// IPv4 family's healthy as given.
+func (e *env) wantAgentHealth(node *netlab.Node, code int, healthy, ipv4 bool) {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("/healthz and /livez %d healthy=%v", code, healthy), 60*time.Second, func() error {
+		for _, path := range []string{"/healthz", "/livez"} {
+			got, h, err := e.agentHealthz(node, path)
+			if err != nil {
+				return err
+			}
+			if got != code || h.Healthy != healthy || h.Families["IPv4"].Healthy != ipv4 {
+				return fmt.Errorf("%s answered %d healthy=%v families=%+v", path, got, h.Healthy, h.Families)
+			}
+		}
+		return nil
+	})
 }
