@@ -184,7 +184,7 @@ var Keys = []Key{
 		Name:     LoadBalancerIPs,
 		Aliases:  []string{MetalLBLoadBalancerIPs, MetalLBLegacyLoadBalancerIPs, KubeVIPLoadBalancerIPs},
 		Provider: providerAny,
-		Values:   "comma-separated IPv4/IPv6 addresses, e.g. `192.0.2.10, 2001:db8::10`",
+		Values:   "comma-separated IPv4/IPv6 addresses, e.g. `198.18.128.10, 2001:db8::10`",
 		Default:  "the provider chooses",
 		Doc:      "Load balancer IPs to use (one per family for dual stack). The key and its aliases must list the same addresses in the same order.",
 		parse:    parseLoadBalancerIPs,

@@ -281,7 +281,7 @@ func parseSourceRanges(v string, s *Spec) []problem {
 }
 
 func parseLoadBalancerIPs(v string, s *Spec) []problem {
-	const want = "want a comma-separated list of IP addresses such as 192.0.2.10, 2001:db8::10"
+	const want = "want a comma-separated list of IP addresses such as 198.18.128.10, 2001:db8::10"
 	canon := func(item string) string {
 		if a, err := netip.ParseAddr(item); err == nil {
 			return a.String()

@@ -77,7 +77,7 @@ func TestProfScale(t *testing.T) {
 	var firstSlice *discoveryv1.EndpointSlice
 	for i := range n {
 		name := fmt.Sprintf("s%05d", i)
-		ip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)})
+		ip := netip.AddrFrom4([4]byte{198, 18, byte(i / 250), byte(i%250 + 1)})
 		svc := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: corev1.ServiceSpec{ClusterIP: ip.String(), ClusterIPs: []string{ip.String()},
@@ -114,9 +114,9 @@ func TestProfScale(t *testing.T) {
 	var proxiers []*familyProxier
 	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
 		bin := "iptables"
-		cidr := "10.244.0.0/16"
+		cidr := "198.19.128.0/17"
 		if fam == rules.IPv6 {
-			bin, cidr = "ip6tables", "fd00:10:244::/56"
+			bin, cidr = "ip6tables", "fd00:c613:ff:100::/56"
 		}
 		nf, err := newExecNetfilter(fam, bin)
 		if err != nil {

@@ -61,7 +61,7 @@ func scenario() []*ServicePort {
 		{Namespace: "ns3", Name: "nodeport", PortName: "", Protocol: "udp", ClusterIP: ip("198.18.0.43"), Port: 53, NodePort: 30053,
 			Endpoints: []Endpoint{ep("198.19.1.3", 5353, true)}},
 		{Namespace: "ns4", Name: "lb-ranges", PortName: "https", Protocol: "tcp", ClusterIP: ip("198.18.0.44"), Port: 443, NodePort: 30443,
-			LoadBalancerIPs: []netip.Addr{ip("198.18.128.44")}, SourceRanges: []netip.Prefix{pfx("198.19.0.101/32"), pfx("203.0.113.0/25")},
+			LoadBalancerIPs: []netip.Addr{ip("198.18.128.44")}, SourceRanges: []netip.Prefix{pfx("198.19.0.101/32"), pfx("198.19.100.0/25")},
 			AffinitySeconds: 10800,
 			Endpoints:       []Endpoint{ep("198.19.1.4", 8443, true), ep("198.19.2.5", 8443, false)}},
 		{Namespace: "ns5", Name: "empty", PortName: "p80", Protocol: "tcp", ClusterIP: ip("198.18.0.45"), Port: 80, NodePort: 30045},

@@ -15,7 +15,7 @@ import (
 type Options struct {
 	// Nodes returns the backend nodes load balancers may target. A real provider returns nodes
 	// it can register (instances the cloud knows); the suite only ever uses subsets of them.
-	// Default: three nodes with documentation addresses (DefaultNodes).
+	// Default: three nodes with lab addresses (DefaultNodes).
 	Nodes func(t *testing.T) []providers.Node
 	// Hostnames: the provider reports a DNS name rather than one IP per family, as cloud load
 	// balancers do.
@@ -46,8 +46,8 @@ type Options struct {
 	Check func(t *testing.T, p providers.Provider, lb *providers.LoadBalancer, st providers.Status)
 }
 
-// DefaultNodes returns the nodes used when Options.Nodes is nil: three nodes with
-// documentation addresses (RFC 5737, RFC 3849), sorted by name.
+// DefaultNodes returns the nodes used when Options.Nodes is nil: three nodes with lab
+// addresses (198.19.0.11-13 from RFC 2544, 2001:db8::11-13 from RFC 3849), sorted by name.
 func DefaultNodes() []providers.Node {
 	var nodes []providers.Node
 	for i, name := range []string{"node-a", "node-b", "node-c"} {
@@ -55,7 +55,7 @@ func DefaultNodes() []providers.Node {
 			Name:       name,
 			ProviderID: "providertest:///" + name,
 			Addresses: []netip.Addr{
-				netip.AddrFrom4([4]byte{192, 0, 2, byte(11 + i)}),
+				netip.AddrFrom4([4]byte{198, 19, 0, byte(11 + i)}),
 				netip.MustParseAddr(fmt.Sprintf("2001:db8::%x", 11+i)),
 			},
 			Labels: map[string]string{"kubernetes.io/hostname": name},

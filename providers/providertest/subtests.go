@@ -222,7 +222,7 @@ func (s *suite) requestedIP(t *testing.T) {
 	e := s.start(t)
 	lb := e.newLB("requested-ip")
 	if !e.caps.RequestedIPs {
-		want := netip.MustParseAddr("192.0.2.200")
+		want := netip.MustParseAddr("198.18.128.200")
 		if e.families[0] == providers.IPv6 {
 			want = netip.MustParseAddr("2001:db8::200")
 		}

@@ -200,7 +200,7 @@ func TestValidation(t *testing.T) {
 		}, []string{"spec.sessionAffinityConfig.clientIP.timeoutSeconds"}},
 		{"requested IP unsupported", cloud, func(l *providers.LoadBalancer) { l.RequestedIPs = addrs("198.18.128.9") }, []string{"spec.loadBalancerIP"}},
 		{"requested IP outside pool", providers.Capabilities{RequestedIPs: true}, func(l *providers.LoadBalancer) {
-			l.RequestedIPs = addrs("192.0.2.1")
+			l.RequestedIPs = addrs("198.18.129.1")
 		}, []string{"spec.loadBalancerIP"}},
 		{"requested network address", providers.Capabilities{RequestedIPs: true}, func(l *providers.LoadBalancer) {
 			l.RequestedIPs = addrs("198.18.128.0")
@@ -504,7 +504,7 @@ func TestDesiredIsACopy(t *testing.T) {
 		l.SourceRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
 		l.Nodes = []providers.Node{{
 			Name:      "node-a",
-			Addresses: addrs("192.0.2.1"),
+			Addresses: addrs("198.19.0.1"),
 			Labels:    map[string]string{"zone": "a"},
 		}}
 		l.Annotations.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}
@@ -517,7 +517,7 @@ func TestDesiredIsACopy(t *testing.T) {
 	// The caller reuses its model.
 	l.Ports[0].Port = 81
 	l.Nodes[0].Labels["zone"] = "b"
-	l.Nodes[0].Addresses[0] = netip.MustParseAddr("192.0.2.99")
+	l.Nodes[0].Addresses[0] = netip.MustParseAddr("198.19.0.99")
 	l.Annotations.SourceRanges[0] = netip.MustParsePrefix("0.0.0.0/0")
 
 	got, _ := p.Desired(l.Ref)
