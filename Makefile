@@ -39,7 +39,7 @@ lint: ## gofmt, go vet, staticcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-demo: tools ## a local control plane + portico-controller: provision, reject bad input, clean up
+demo: tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up
 	$(GO) run ./e2e/tools/demo
 
 clean-lab: ## remove network-lab namespaces and links left by an interrupted test run

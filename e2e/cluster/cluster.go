@@ -124,9 +124,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 		c.ownsDir = true
 	}
+	// The error returns below set c to nil before this runs: stop what was started through a
+	// copy.
+	started := c
 	defer func() {
 		if err != nil {
-			_ = c.Stop()
+			_ = started.Stop()
 		}
 	}()
 

@@ -30,6 +30,10 @@ func (n *Node) AddPod(t testing.TB, name string) *Pod {
 	return p
 }
 
+// AddPodE is AddPod for programs that are not tests (e.g. the demo): it returns the error
+// instead of failing a test. The pod lives until the lab closes.
+func (n *Node) AddPodE(name string) (*Pod, error) { return n.addPod(name) }
+
 // Pods returns the pods added to n so far.
 func (n *Node) Pods() []*Pod {
 	n.lab.mu.Lock()
