@@ -54,7 +54,10 @@
 //     RETURNs for allowed sources before a DROP. PTC-FORWARD then accepts marked packets and
 //     established connections, so NodePort traffic passes a DROP forward policy.
 //   - Endpoints: ready ones; when none is ready, serving-and-terminating ones (separately for
-//     the cluster-wide and the local set).
+//     the cluster-wide and the local set). The cluster-wide set follows topology hints as
+//     kube-proxy does: the ready endpoints hinted for this node when every ready endpoint has
+//     node hints (PreferSameNode), else those hinted for the node's zone when every ready one has
+//     zone hints (PreferSameZone/PreferClose), else all. A zone label change is a full sync.
 //
 // # Ownership
 //

@@ -13,9 +13,25 @@ import (
 // defaultAffinitySeconds is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
 const defaultAffinitySeconds = 10800
 
+// Node is what ServicePorts needs to know of the agent's node.
+type Node struct {
+	Name string
+	// Zone is the Node's topology.kubernetes.io/zone label ("" when unset).
+	Zone string
+}
+
+// nodeOf describes n (a nil Node is known by name only).
+func nodeOf(name string, n *corev1.Node) Node {
+	out := Node{Name: name}
+	if n != nil {
+		out.Zone = n.Labels[corev1.LabelTopologyZone]
+	}
+	return out
+}
+
 // ServicePorts turns a Service and its EndpointSlices into the service ports of one family that
 // the agent programs on node. Headless and ExternalName Services have none. Pure.
-func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node string, family rules.Family) []*rules.ServicePort {
+func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node Node, family rules.Family) []*rules.ServicePort {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil
 	}
@@ -80,13 +96,15 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 }
 
 // endpointsFor collects the endpoints of one service port from the slices of family: the
-// port is matched by name and protocol, so named target ports resolve per endpoint.
-func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, node string, family rules.Family) []rules.Endpoint {
+// port is matched by name and protocol, so named target ports resolve per endpoint. Topology
+// hints are applied (see applyTopology).
+func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, node Node, family rules.Family) []rules.Endpoint {
 	proto := p.Protocol
 	if proto == "" {
 		proto = corev1.ProtocolTCP
 	}
 	var out []rules.Endpoint
+	var hints []*discoveryv1.EndpointHints // out[i]'s hints
 	for _, s := range slices {
 		if !sliceFamily(s.AddressType, family) {
 			continue
@@ -125,11 +143,71 @@ func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nod
 			out = append(out, rules.Endpoint{
 				IP: a, Port: uint16(port),
 				Ready: ready && !terminating, Serving: serving, Terminating: terminating,
-				Local: e.NodeName != nil && *e.NodeName == node,
+				Local: e.NodeName != nil && *e.NodeName == node.Name,
 			})
+			hints = append(hints, e.Hints)
 		}
 	}
+	applyTopology(out, hints, node)
 	return out
+}
+
+// applyTopology follows the EndpointSlice controller's topology hints (trafficDistribution,
+// the topology-mode annotation) as kube-proxy does: when every ready endpoint has node hints
+// and one names this node, cluster-wide traffic from this node goes to those endpoints only;
+// otherwise, when every ready endpoint has zone hints and one names this node's zone, to
+// those; otherwise to all. Endpoints left out are marked OtherTopology; terminating fallbacks
+// and the Local policies ignore hints.
+func applyTopology(eps []rules.Endpoint, hints []*discoveryv1.EndpointHints, node Node) {
+	allNodes, forNode, allZones, forZone := true, false, true, false
+	for i, e := range eps {
+		if !e.Ready {
+			continue
+		}
+		h := hints[i]
+		if h == nil || len(h.ForNodes) == 0 {
+			allNodes = false
+		} else if hintsNode(h, node.Name) {
+			forNode = true
+		}
+		if h == nil || len(h.ForZones) == 0 {
+			allZones = false
+		} else if hintsZone(h, node.Zone) {
+			forZone = true
+		}
+	}
+	var keep func(h *discoveryv1.EndpointHints) bool
+	switch {
+	case allNodes && forNode:
+		keep = func(h *discoveryv1.EndpointHints) bool { return hintsNode(h, node.Name) }
+	case allZones && forZone:
+		keep = func(h *discoveryv1.EndpointHints) bool { return hintsZone(h, node.Zone) }
+	default:
+		return
+	}
+	for i := range eps {
+		if eps[i].Ready && !keep(hints[i]) {
+			eps[i].OtherTopology = true
+		}
+	}
+}
+
+func hintsNode(h *discoveryv1.EndpointHints, name string) bool {
+	for _, n := range h.ForNodes {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func hintsZone(h *discoveryv1.EndpointHints, zone string) bool {
+	for _, z := range h.ForZones {
+		if zone != "" && z.Name == zone {
+			return true
+		}
+	}
+	return false
 }
 
 func sliceFamily(t discoveryv1.AddressType, f rules.Family) bool {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,7 +56,7 @@ func TestServicePorts(t *testing.T) {
 	}
 	v6slice := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv6}
 
-	ports := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice, v6slice}, "node1", rules.IPv4)
+	ports := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice, v6slice}, Node{Name: "node1"}, rules.IPv4)
 	if len(ports) != 2 {
 		t.Fatalf("got %d ports, want 2", len(ports))
 	}
@@ -85,14 +86,14 @@ func TestServicePorts(t *testing.T) {
 		t.Errorf("dns endpoint port %d: named port not resolved", dns.Endpoints[0].Port)
 	}
 
-	v6 := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice, v6slice}, "node1", rules.IPv6)
+	v6 := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice, v6slice}, Node{Name: "node1"}, rules.IPv6)
 	if len(v6) != 2 || v6[0].ClusterIP.String() != "fd00:c613:ffff::10" || len(v6[0].Endpoints) != 0 || len(v6[0].LoadBalancerIPs) != 0 {
 		t.Errorf("IPv6 ports: %+v", v6[0])
 	}
 
 	headless := svc.DeepCopy()
 	headless.Spec.ClusterIPs = []string{"None"}
-	if got := ServicePorts(headless, nil, "node1", rules.IPv4); got != nil {
+	if got := ServicePorts(headless, nil, Node{Name: "node1"}, rules.IPv4); got != nil {
 		t.Errorf("headless service got ports %v", got)
 	}
 }
@@ -202,7 +203,7 @@ func TestNamedTargetPortsResolvePerEndpoint(t *testing.T) {
 			Ports:     []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(port), Protocol: ptr(corev1.ProtocolTCP)}},
 			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{ip}}}}
 	}
-	ports := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice("198.19.1.2", 8080), slice("198.19.2.2", 9090)}, "node1", rules.IPv4)
+	ports := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice("198.19.1.2", 8080), slice("198.19.2.2", 9090)}, Node{Name: "node1"}, rules.IPv4)
 	got := ports[0].ClusterEndpoints()
 	if len(got) != 2 || got[0].String() != "198.19.1.2:8080" || got[1].String() != "198.19.2.2:9090" {
 		t.Errorf("endpoints %v, want 198.19.1.2:8080 and 198.19.2.2:9090", got)
@@ -211,7 +212,7 @@ func TestNamedTargetPortsResolvePerEndpoint(t *testing.T) {
 		{Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone}, Ports: svc.Spec.Ports}},
 		{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "x.invalid", Ports: svc.Spec.Ports}},
 	} {
-		if got := ServicePorts(s, nil, "node1", rules.IPv4); got != nil {
+		if got := ServicePorts(s, nil, Node{Name: "node1"}, rules.IPv4); got != nil {
 			t.Errorf("%+v: got ports %v, want none", s.Spec, got)
 		}
 	}
@@ -233,5 +234,65 @@ func TestPrimaryIP(t *testing.T) {
 	}
 	if _, ok := primaryIP(nil, rules.IPv4); ok {
 		t.Error("no Node: want no primary IP")
+	}
+}
+
+// TestTopologyHints follows kube-proxy's choice of cluster endpoints under topology hints.
+func TestTopologyHints(t *testing.T) {
+	type ep struct {
+		ip           string
+		ready        bool
+		zones, nodes []string
+	}
+	hints := func(e ep) *discoveryv1.EndpointHints {
+		if e.zones == nil && e.nodes == nil {
+			return nil
+		}
+		h := &discoveryv1.EndpointHints{}
+		for _, z := range e.zones {
+			h.ForZones = append(h.ForZones, discoveryv1.ForZone{Name: z})
+		}
+		for _, n := range e.nodes {
+			h.ForNodes = append(h.ForNodes, discoveryv1.ForNode{Name: n})
+		}
+		return h
+	}
+	me := Node{Name: "node1", Zone: "a"}
+	cases := []struct {
+		name string
+		node Node
+		eps  []ep
+		want string // the cluster endpoints' IPs
+	}{
+		{"no hints: all", me, []ep{{"198.19.1.1", true, nil, nil}, {"198.19.2.1", true, nil, nil}}, "198.19.1.1 198.19.2.1"},
+		{"zone hints: same zone", me, []ep{{"198.19.1.1", true, []string{"a"}, nil}, {"198.19.2.1", true, []string{"b"}, nil}, {"198.19.2.2", true, []string{"a", "b"}, nil}},
+			"198.19.1.1 198.19.2.2"},
+		{"zone hints, none for this zone: all", me, []ep{{"198.19.1.1", true, []string{"b"}, nil}, {"198.19.2.1", true, []string{"c"}, nil}}, "198.19.1.1 198.19.2.1"},
+		{"zone hints on some endpoints only: all", me, []ep{{"198.19.1.1", true, []string{"a"}, nil}, {"198.19.2.1", true, nil, nil}}, "198.19.1.1 198.19.2.1"},
+		{"node without a zone label: all", Node{Name: "node1"}, []ep{{"198.19.1.1", true, []string{"a"}, nil}, {"198.19.2.1", true, []string{"b"}, nil}}, "198.19.1.1 198.19.2.1"},
+		{"unready endpoints without hints do not count", me, []ep{{"198.19.1.1", true, []string{"a"}, nil}, {"198.19.2.1", true, []string{"b"}, nil}, {"198.19.3.1", false, nil, nil}},
+			"198.19.1.1"},
+		{"node hints: same node before same zone", me, []ep{{"198.19.1.1", true, []string{"a"}, []string{"node1"}}, {"198.19.1.2", true, []string{"a"}, []string{"node9"}}},
+			"198.19.1.1"},
+		{"node hints, none for this node: zone", me, []ep{{"198.19.1.1", true, []string{"a"}, []string{"node8"}}, {"198.19.2.1", true, []string{"b"}, []string{"node9"}}},
+			"198.19.1.1"},
+	}
+	for _, c := range cases {
+		slice := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr(""), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}}}
+		for _, e := range c.eps {
+			slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.ip},
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr(e.ready)}, Hints: hints(e)})
+		}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.ServiceSpec{
+			ClusterIPs: []string{"198.18.0.10"}, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+		ports := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice}, c.node, rules.IPv4)
+		var got []string
+		for _, e := range ports[0].ClusterEndpoints() {
+			got = append(got, e.IP.String())
+		}
+		if g := strings.Join(got, " "); g != c.want {
+			t.Errorf("%s: cluster endpoints %q, want %q", c.name, g, c.want)
+		}
 	}
 }

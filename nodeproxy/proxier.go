@@ -65,6 +65,7 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 		p.ports = map[types.NamespacedName][]*rules.ServicePort{}
 	}
 	stale := newStaleUDP()
+	node := nodeOf(t.node, t.thisNode())
 	for _, key := range keys {
 		svc, slices, err := t.service(key)
 		if err != nil {
@@ -80,7 +81,7 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 		if svc == nil {
 			continue
 		}
-		ports := ServicePorts(svc, slices, t.node, p.family)
+		ports := ServicePorts(svc, slices, node, p.family)
 		for _, sp := range ports {
 			p.builder.Set(sp)
 			stale.add(sp)

@@ -39,7 +39,8 @@ type tracker struct {
 
 	mu      sync.Mutex
 	changed map[types.NamespacedName]bool
-	// nodeChanged is set when the node's addresses changed: NodePort addresses need a full sync.
+	// nodeChanged is set when the node's addresses (NodePort addresses) or zone (topology
+	// hints) changed: every Service needs a sync.
 	nodeChanged bool
 	// queuedAt is when the oldest pending change arrived (zero: none pending).
 	queuedAt time.Time
@@ -124,7 +125,8 @@ func (t *tracker) nodeUpdated(old, obj any) {
 	if !ok {
 		return
 	}
-	if o, ok := old.(*corev1.Node); ok && addressesEqual(o.Status.Addresses, n.Status.Addresses) {
+	if o, ok := old.(*corev1.Node); ok && addressesEqual(o.Status.Addresses, n.Status.Addresses) &&
+		o.Labels[corev1.LabelTopologyZone] == n.Labels[corev1.LabelTopologyZone] {
 		return
 	}
 	t.mu.Lock()

@@ -36,6 +36,9 @@ type Endpoint struct {
 	Ready, Serving, Terminating bool
 	// Local is true when the endpoint runs on this node.
 	Local bool
+	// OtherTopology is true for a ready endpoint that topology hints reserve for other nodes or
+	// zones: cluster-wide traffic from this node does not go to it.
+	OtherTopology bool
 }
 
 func (e Endpoint) String() string { return netip.AddrPortFrom(e.IP, e.Port).String() }
@@ -72,10 +75,11 @@ func (sp *ServicePort) Key() string {
 	return fmt.Sprintf("%s/%s:%s/%s", sp.Namespace, sp.Name, sp.PortName, sp.Protocol)
 }
 
-// ClusterEndpoints are the endpoints cluster-wide traffic goes to: the ready ones, or, when none
-// is ready, those still serving while terminating (ProxyTerminatingEndpoints). Sorted.
+// ClusterEndpoints are the endpoints cluster-wide traffic goes to: the ready ones that topology
+// hints leave to this node, or, when there are none, those still serving while terminating
+// (ProxyTerminatingEndpoints). Sorted.
 func (sp *ServicePort) ClusterEndpoints() []Endpoint {
-	return usable(sp.Endpoints, func(Endpoint) bool { return true })
+	return usable(sp.Endpoints, func(e Endpoint) bool { return !e.OtherTopology })
 }
 
 // LocalEndpoints are ClusterEndpoints' counterpart among this node's endpoints.
