@@ -87,7 +87,7 @@ func setup(tb testing.TB) {
 
 func start() error {
 	var err error
-	if shared.dir, err = os.MkdirTemp("", "portico-e2e-agent-"); err != nil {
+	if shared.dir, err = cluster.OwnedTempDir("portico-e2e-agent-"); err != nil {
 		return err
 	}
 	shared.agent = filepath.Join(shared.dir, "portico-agent")

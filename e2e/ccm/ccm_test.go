@@ -48,7 +48,7 @@ func TestCCM(t *testing.T) {
 	bin := filepath.Join(binDir, "portico-ccm")
 
 	ctx := context.Background()
-	for i, ip := range []string{"10.10.0.1", "10.10.0.2"} {
+	for i, ip := range []string{"198.19.0.11", "198.19.0.12"} {
 		spec := cluster.NodeSpec{Name: fmt.Sprintf("node-%d", i+1), InternalIPs: []netip.Addr{netip.MustParseAddr(ip)}}
 		if _, err := c.RegisterNode(ctx, spec); err != nil {
 			t.Fatal(err)
@@ -91,7 +91,7 @@ func TestCCM(t *testing.T) {
 		waitEvent(t, ccm, cs, svc, "EnsuredLoadBalancer", "")
 
 		// A third node changes the backend set: the stock node sync calls UpdateLoadBalancer.
-		if _, err := c.RegisterNode(ctx, cluster.NodeSpec{Name: "node-3", InternalIPs: []netip.Addr{netip.MustParseAddr("10.10.0.3")}}); err != nil {
+		if _, err := c.RegisterNode(ctx, cluster.NodeSpec{Name: "node-3", InternalIPs: []netip.Addr{netip.MustParseAddr("198.19.0.13")}}); err != nil {
 			t.Fatal(err)
 		}
 		waitEvent(t, ccm, cs, svc, "UpdatedLoadBalancer", "")

@@ -118,8 +118,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	c = &Cluster{dir: opts.Dir, logf: opts.Logf}
 	if c.dir == "" {
-		sweepDirs()
-		if c.dir, err = os.MkdirTemp("", dirPrefix+strconv.Itoa(os.Getpid())+"-"); err != nil {
+		if c.dir, err = OwnedTempDir(dirPrefix); err != nil {
 			return nil, err
 		}
 		c.ownsDir = true
@@ -330,15 +329,23 @@ func (c *Cluster) Stop() error {
 }
 
 // dirPrefix names cluster directories; the owner's pid follows it so that directories of runs
-// that died (a panic, an interrupt) can be swept.
+// that died (a panic, an interrupt) can be swept (their processes died with the owner through
+// Pdeathsig; only the data is left).
 const dirPrefix = "portico-cluster-"
 
-// sweepDirs removes cluster directories whose owning process is gone. Their processes died
-// with the owner (Pdeathsig); only the data is left.
-func sweepDirs() {
-	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+// OwnedTempDir creates a temporary directory named prefix, this process's pid and a random
+// suffix, after removing the directories of that prefix whose owning process is gone (a test
+// binary killed at its timeout or interrupted never runs its cleanup).
+func OwnedTempDir(prefix string) (string, error) {
+	sweepOwned(prefix)
+	return os.MkdirTemp("", prefix+strconv.Itoa(os.Getpid())+"-")
+}
+
+// sweepOwned removes $TMPDIR/<prefix><pid>-* for pids that no longer exist.
+func sweepOwned(prefix string) {
+	matches, _ := filepath.Glob(filepath.Join(os.TempDir(), prefix+"*"))
 	for _, dir := range matches {
-		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), dirPrefix), "-")
+		pidStr, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), prefix), "-")
 		pid, err := strconv.Atoi(pidStr)
 		if err != nil || pid <= 0 {
 			continue

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-func TestSweepDirsRemovesOnlyDeadOwners(t *testing.T) {
+func TestOwnedTempDirSweepsOnlyDeadOwners(t *testing.T) {
 	cmd := exec.Command("true")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
@@ -21,7 +21,11 @@ func TestSweepDirsRemovesOnlyDeadOwners(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { os.RemoveAll(live); os.RemoveAll(dead) })
-	sweepDirs()
+	mine, err := OwnedTempDir(dirPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(mine)
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("directory of a dead owner survived: %v", err)
 	}

@@ -94,7 +94,7 @@ type demo struct {
 
 func run(ctx context.Context) (err error) {
 	d := &demo{ctx: ctx, bins: map[string]string{}}
-	if d.dir, err = os.MkdirTemp("", "portico-demo-"); err != nil {
+	if d.dir, err = cluster.OwnedTempDir("portico-demo-"); err != nil {
 		return err
 	}
 	defer os.RemoveAll(d.dir)
