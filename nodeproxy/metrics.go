@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rules: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: metricsPrefix + "sync_proxy_rules_iptables_total", Help: "Rules in the owned chains after the last sync, by family and table."}, []string{"family", "table"}),
 		noLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: metricsPrefix + "sync_proxy_rules_no_local_endpoints_total", Help: "externalTrafficPolicy: Local service ports with endpoints but none on this node."}, []string{"traffic_policy"}),
+			Name: metricsPrefix + "sync_proxy_rules_no_local_endpoints_total", Help: "Service ports with a Local traffic policy (label: external or internal) that have endpoints, none on this node."}, []string{"traffic_policy"}),
 		conntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: metricsPrefix + "conntrack_stale_udp_entries_deleted_total", Help: "Stale UDP conntrack entries deleted after endpoint changes."}),
 		chainsRestored: prometheus.NewCounterVec(prometheus.CounterOpts{

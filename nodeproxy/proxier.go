@@ -34,7 +34,8 @@ type familyProxier struct {
 type syncResult struct {
 	full      bool
 	nat, filt int
-	noLocal   int
+	// noLocal counts the ports with a Local traffic policy and no local endpoint, by policy.
+	noLocal map[string]int
 	// chainsWritten counts the chains the sync's restore wrote or deleted (0: nothing restored).
 	chainsWritten int
 	// repaired names (up to 10 of) the chains a full sync wrote: all on the first, drifted ones after.
@@ -140,8 +141,10 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 			logFromContext(ctx).Error(err, "Cannot delete stale UDP conntrack entries", "family", p.family)
 		}
 	}
+	external, internal := p.builder.NoLocalEndpoints()
+	noLocal := map[string]int{"external": external, "internal": internal}
 	return syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter),
-		noLocal: p.builder.NoLocalEndpoints(), chainsWritten: rules.ChainsWritten(input), repaired: repaired}, nil
+		noLocal: noLocal, chainsWritten: rules.ChainsWritten(input), repaired: repaired}, nil
 }
 
 // localAddresses are this namespace's addresses of family inside cidrs.

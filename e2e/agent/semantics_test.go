@@ -134,6 +134,10 @@ func TestInternalTrafficPolicyLocal(t *testing.T) {
 	}
 	onNode1 := e.pod(e.node1, "client")
 	e.wantDropped(&onNode1.Host, dst, "pod on node1 (no local endpoint)")
+	const noLocal = "portico_agent_sync_proxy_rules_no_local_endpoints_total"
+	if n, err := e.metric(e.node1, noLocal, `traffic_policy="internal"`); err != nil || n < 1 {
+		t.Errorf("node1 %s{internal} = %v (%v), want at least 1", noLocal, n, err)
+	}
 }
 
 // namedBackend adds a pod on node serving TCP on ports, whose container declares the named

@@ -57,8 +57,9 @@ type portRules struct {
 	chains map[string][]string
 	// hairpin are the local endpoint IPs, which need masquerading when they reach themselves.
 	hairpin []netip.Addr
-	// noLocal is true when an externalTrafficPolicy: Local port has endpoints but none here.
-	noLocal bool
+	// noLocalExternal is true when an externalTrafficPolicy: Local port has endpoints but none
+	// here; noLocalInternal the same for internalTrafficPolicy: Local.
+	noLocalExternal, noLocalInternal bool
 }
 
 type fragment struct {
@@ -142,16 +143,18 @@ func (b *Builder) assemble() {
 // Len is the number of service ports held.
 func (b *Builder) Len() int { return len(b.ports) }
 
-// NoLocalEndpoints counts externalTrafficPolicy: Local ports that have endpoints but none on this
-// node.
-func (b *Builder) NoLocalEndpoints() int {
-	n := 0
+// NoLocalEndpoints counts the ports whose external (externalTrafficPolicy: Local) or internal
+// (internalTrafficPolicy: Local) traffic is dropped here: endpoints exist, none on this node.
+func (b *Builder) NoLocalEndpoints() (external, internal int) {
 	for _, p := range b.ports {
-		if p.noLocal {
-			n++
+		if p.noLocalExternal {
+			external++
+		}
+		if p.noLocalInternal {
+			internal++
 		}
 	}
-	return n
+	return external, internal
 }
 
 // Ruleset assembles the current rules of every port into the complete desired ruleset.
@@ -338,6 +341,7 @@ func (b *Builder) render(sp *ServicePort) *portRules {
 			p.filter = append(p.filter, dst+" "+b.reject())
 		case len(internal) == 0:
 			p.filter = append(p.filter, dst+" -j DROP")
+			p.noLocalInternal = true
 		default:
 			var rules []string
 			if b.cfg.MasqueradeAll {
@@ -378,7 +382,7 @@ func (b *Builder) render(sp *ServicePort) *portRules {
 	}
 	if sp.ExternalLocal && len(cluster) > 0 {
 		p.chains = b.localChains(key, sp, cluster, local)
-		p.noLocal = len(local) == 0
+		p.noLocalExternal = len(local) == 0
 	}
 	for _, x := range externals {
 		switch {
