@@ -113,7 +113,8 @@
 //
 // # Limits
 //
-// No localhost NodePorts (route_localnet), no INVALID-state drop, no topology-aware routing;
-// the filter chain is rewritten whole when any reject/drop/source range changes (it holds only
+// No localhost NodePorts (route_localnet; kube-proxy's nftables mode has none either), no
+// INVALID-state drop (kube-proxy's workaround for "connection reset by peer", which broke
+// multihomed setups; set nf_conntrack_tcp_be_liberal instead); the filter chain is rewritten whole when any reject/drop/source range changes (it holds only
 // ports without endpoints and LoadBalancer ports with source ranges).
 package nodeproxy
