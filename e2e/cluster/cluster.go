@@ -298,13 +298,19 @@ func (c *Cluster) Dir() string { return c.dir }
 // WriteKubeconfig writes an admin kubeconfig for server (e.g. the apiserver's URL as seen from
 // inside a network namespace) to path.
 func (c *Cluster) WriteKubeconfig(path, server string) error {
+	return c.WriteKubeconfigWithToken(path, server, c.creds.adminToken)
+}
+
+// WriteKubeconfigWithToken writes a kubeconfig for server that authenticates with a bearer
+// token, e.g. a ServiceAccount's.
+func (c *Cluster) WriteKubeconfigWithToken(path, server, token string) error {
 	if err := os.WriteFile(filepath.Join(c.dir, "ca.crt"), c.creds.caPEM, 0o600); err != nil {
 		return err
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["portico-test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: c.creds.caPEM}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.creds.adminToken}
-	cfg.Contexts["portico-test"] = &clientcmdapi.Context{Cluster: "portico-test", AuthInfo: "admin"}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["portico-test"] = &clientcmdapi.Context{Cluster: "portico-test", AuthInfo: "user"}
 	cfg.CurrentContext = "portico-test"
 	return clientcmd.WriteToFile(*cfg, path)
 }

@@ -1,14 +1,8 @@
 package controller_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
 	"net/netip"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/config"
@@ -36,8 +25,11 @@ import (
 func TestDeployRBACIsSufficient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	applyManifest(t, ctx, "../../deploy/controller/rbac.yaml", false)
-	applyManifest(t, ctx, "../../deploy/controller/deployment.yaml", true)
+	for _, path := range []string{"../../deploy/controller/rbac.yaml", "../../deploy/controller/deployment.yaml"} {
+		if err := testCluster.Apply(ctx, path, "Deployment"); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	cs := testCluster.Client()
 	tok, err := cs.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "portico-controller",
@@ -81,63 +73,4 @@ func TestDeployRBACIsSufficient(t *testing.T) {
 		_, err := cs.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-}
-
-// applyManifest creates every object of a multi-document YAML file (server-side dry run if
-// dryRun); objects that already exist are left as they are.
-func applyManifest(t *testing.T, ctx context.Context, path string, dryRun bool) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(testCluster.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	dyn, err := dynamic.NewForConfig(testCluster.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.TrimSpace(string(doc)) == "" {
-			continue
-		}
-		obj := &unstructured.Unstructured{}
-		if err := utilyaml.Unmarshal(doc, &obj.Object); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		gvk := obj.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s: %s: %v", path, gvk, err)
-		}
-		opts := metav1.CreateOptions{FieldValidation: "Strict"}
-		if dryRun {
-			opts.DryRun = []string{metav1.DryRunAll}
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = dyn.Resource(m.Resource).Namespace(obj.GetNamespace())
-		}
-		if _, err := ri.Create(ctx, obj, opts); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("%s: creating %s %s: %v", path, gvk.Kind, obj.GetName(), err)
-		}
-	}
 }
