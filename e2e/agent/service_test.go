@@ -491,6 +491,10 @@ func TestPeriodicResyncWithoutDriftWritesNothing(t *testing.T) {
 		p := corev1.ServiceInternalTrafficPolicyLocal
 		s.Spec.InternalTrafficPolicy = &p
 	})
+	// Addresses ending in a zero byte: bucket 0, whose mask iptables-save prints as "::/::ff".
+	e.service("zero", "quiet", dualStack, func(s *corev1.Service) {
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = "fd00:c613:ff00::7700", []string{"fd00:c613:ff00::7700", "198.18.77.0"}
+	})
 	e.reach(e.client, "tcp", netip.AddrPortFrom(netip.MustParseAddr("198.18.128.14"), 80))
 
 	const written = "portico_agent_sync_proxy_rules_chains_restored_total"

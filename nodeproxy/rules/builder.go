@@ -216,10 +216,14 @@ func (b *Builder) Ruleset() *Ruleset {
 	return &Ruleset{Family: b.cfg.Family, Tables: map[string]map[string][]string{TableNAT: nat, TableFilter: filter}}
 }
 
-// bucketMatch matches destinations whose last byte is i: a non-contiguous mask on the address.
+// bucketMatch matches destinations whose last byte is i: a non-contiguous mask on the address,
+// written as iptables-save prints it (IPv6 bucket 0 is "::/::ff", not "::0/::ff": a full sync
+// compares the text).
 func (b *Builder) bucketMatch(i byte) string {
 	if b.cfg.Family == IPv6 {
-		return fmt.Sprintf("::%x/::ff", i)
+		var v [16]byte
+		v[15] = i
+		return netip.AddrFrom16(v).String() + "/::ff"
 	}
 	return fmt.Sprintf("0.0.0.%d/0.0.0.255", i)
 }

@@ -265,3 +265,20 @@ func TestIncrementalMatchesFresh(t *testing.T) {
 		t.Errorf("incremental Builder differs from a fresh one:\n--- got\n%s\n--- want\n%s", got, want)
 	}
 }
+
+// TestBucketMatchesAsIptablesSavePrintsThem: a full sync compares iptables-save's text with the
+// rendered rules, so the masks must be written in its canonical form (checked against iptables
+// 1.8.9: "::/::ff", not "::0/::ff").
+func TestBucketMatchesAsIptablesSavePrintsThem(t *testing.T) {
+	v4, v6 := NewBuilder(Config{Family: IPv4}), NewBuilder(Config{Family: IPv6})
+	for _, c := range []struct{ got, want string }{
+		{v4.bucketMatch(0), "0.0.0.0/0.0.0.255"},
+		{v4.bucketMatch(42), "0.0.0.42/0.0.0.255"},
+		{v6.bucketMatch(0), "::/::ff"},
+		{v6.bucketMatch(42), "::2a/::ff"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+}
