@@ -47,20 +47,8 @@ func TestDeployManifestIsSufficient(t *testing.T) {
 	}
 	defer hold.Close()
 
-	p, err := node.Start(shared.agent, "--kubeconfig="+kubeconfig, "--node-name="+node.Name,
+	p := e.ownAgent(node, "--kubeconfig="+kubeconfig, "--node-name="+node.Name,
 		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=127.0.0.1:10249", "-v=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent on %s, output tail:\n%s", node.Name, tail(p.Output()))
-		}
-		_ = p.Stop()
-	})
-	if err := p.WaitFor(e.ctx, `"Synced"`); err != nil {
-		t.Fatal(err)
-	}
 
 	e.backend(e.node1, "a", "deploy")
 	svc := e.service("deploy", "deploy", loadBalancer, local, func(s *corev1.Service) {

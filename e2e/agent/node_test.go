@@ -24,6 +24,26 @@ import (
 	"github.com/portico-lb/portico/e2e/netlab"
 )
 
+// ownAgent runs an agent with args on node (one without a shared agent) until the test ends,
+// and waits for its first sync.
+func (e *env) ownAgent(node *netlab.Node, args ...string) *netlab.Process {
+	e.t.Helper()
+	p, err := node.Start(shared.agent, args...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			e.t.Logf("agent on %s, output tail:\n%s", node.Name, tail(p.Output()))
+		}
+		_ = p.Stop()
+	})
+	if err := p.WaitFor(e.ctx, `"Synced"`); err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
 // replaceAgent runs node's shared agent with extra flags until the test ends, then restores
 // the plain one (whatever the test's outcome).
 func (e *env) replaceAgent(node *netlab.Node, extra ...string) {
@@ -190,19 +210,7 @@ func (e *env) wantHealthz(node *netlab.Node, code int, eligible bool) {
 func TestHealthzFailsWhileNodeIsRemoved(t *testing.T) {
 	e := newEnv(t)
 	node := shared.lab.Nodes()[3]
-	p, err := node.Start(shared.agent, agentArgs(node.Name)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent on %s, output tail:\n%s", node.Name, tail(p.Output()))
-		}
-		_ = p.Stop()
-	})
-	if err := p.WaitFor(e.ctx, `"Synced"`); err != nil {
-		t.Fatal(err)
-	}
+	e.ownAgent(node, agentArgs(node.Name)...)
 	nodes := e.cs.CoreV1().Nodes()
 	e.wantHealthz(node, http.StatusOK, true)
 
@@ -281,19 +289,7 @@ func TestHealthzFailsWhenRulesAreStale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p, err := node.Start(shared.agent, agentArgs(node.Name, "--iptables="+filepath.Join(dir, "iptables"))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent on %s, output tail:\n%s", node.Name, tail(p.Output()))
-		}
-		_ = p.Stop()
-	})
-	if err := p.WaitFor(e.ctx, `"Synced"`); err != nil {
-		t.Fatal(err)
-	}
+	e.ownAgent(node, agentArgs(node.Name, "--iptables="+filepath.Join(dir, "iptables"))...)
 	e.wantAgentHealth(node, http.StatusOK, true, true)
 
 	if err := os.WriteFile(flag, nil, 0o644); err != nil {
