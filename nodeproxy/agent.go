@@ -302,8 +302,7 @@ func (a *agent) sync(ctx context.Context) error {
 			keys = append(keys, k)
 		}
 	}
-	wasFull, written := false, 0
-	noLocal := map[string]int{"external": 0, "internal": 0}
+	wasFull, written, noLocalExternal, noLocalInternal := false, 0, 0, 0
 	var errs []error
 	for _, p := range a.proxiers {
 		res, err := p.sync(ctx, a.tracker, keys, full, a.conntrack, a.metrics)
@@ -316,9 +315,8 @@ func (a *agent) sync(ctx context.Context) error {
 		if len(res.repaired) > 0 {
 			a.log.V(1).Info("Full sync wrote chains (first sync or drift)", "family", p.family.String(), "chains", res.repaired)
 		}
-		for policy, n := range res.noLocal {
-			noLocal[policy] += n
-		}
+		noLocalExternal += res.noLocalExternal
+		noLocalInternal += res.noLocalInternal
 		written += res.chainsWritten
 		kind := "partial"
 		if res.full {
@@ -340,9 +338,8 @@ func (a *agent) sync(ctx context.Context) error {
 	} else {
 		a.metrics.partialDuration.Observe(elapsed)
 	}
-	for policy, n := range noLocal {
-		a.metrics.noLocalEndpoints.WithLabelValues(policy).Set(float64(n))
-	}
+	a.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(noLocalExternal))
+	a.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(noLocalInternal))
 	a.metrics.lastSync.SetToCurrentTime()
 	a.health.lastUpdated.Store(time.Now().UnixNano())
 	a.log.V(1).Info("Synced", "full", wasFull, "services", len(keys), "chainsWritten", written, "seconds", elapsed)

@@ -34,8 +34,9 @@ type familyProxier struct {
 type syncResult struct {
 	full      bool
 	nat, filt int
-	// noLocal counts the ports with a Local traffic policy and no local endpoint, by policy.
-	noLocal map[string]int
+	// noLocalExternal and noLocalInternal count the ports whose Local traffic policy (external,
+	// internal) finds no local endpoint.
+	noLocalExternal, noLocalInternal int
 	// chainsWritten counts the chains the sync's restore wrote or deleted (0: nothing restored).
 	chainsWritten int
 	// repaired names (up to 10 of) the chains a full sync wrote: all on the first, drifted ones after.
@@ -53,8 +54,10 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 			if err != nil {
 				return syncResult{}, err
 			}
-			if ip, ok := primaryIP(t.thisNode(), p.family); ok && p.npPrimary && !slices.Contains(addrs, ip) {
-				addrs = append(addrs, ip)
+			if p.npPrimary {
+				if ip, ok := primaryIP(t.thisNode(), p.family); ok && !slices.Contains(addrs, ip) {
+					addrs = append(addrs, ip)
+				}
 			}
 			cfg.NodePortsRestricted, cfg.NodePortAddresses = true, addrs
 		}
@@ -141,10 +144,10 @@ func (p *familyProxier) sync(ctx context.Context, t *tracker, keys []types.Names
 			logFromContext(ctx).Error(err, "Cannot delete stale UDP conntrack entries", "family", p.family)
 		}
 	}
-	external, internal := p.builder.NoLocalEndpoints()
-	noLocal := map[string]int{"external": external, "internal": internal}
-	return syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter),
-		noLocal: noLocal, chainsWritten: rules.ChainsWritten(input), repaired: repaired}, nil
+	res := syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter),
+		chainsWritten: rules.ChainsWritten(input), repaired: repaired}
+	res.noLocalExternal, res.noLocalInternal = p.builder.NoLocalEndpoints()
+	return res, nil
 }
 
 // localAddresses are this namespace's addresses of family inside cidrs.
