@@ -33,9 +33,17 @@ func TestRoundTripThroughIptables(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
 
-	v4 := append(scenario(), &ServicePort{Namespace: "ns9", Name: "zero", PortName: "p80", Protocol: "tcp",
-		ClusterIP: ip("198.18.1.0"), Port: 80, NodePort: 30100, LoadBalancerIPs: []netip.Addr{ip("198.18.129.0")},
-		Endpoints: []Endpoint{ep("198.19.1.7", 80, true)}})
+	v4 := append(scenario(),
+		&ServicePort{Namespace: "ns9", Name: "zero", PortName: "p80", Protocol: "tcp",
+			ClusterIP: ip("198.18.1.0"), Port: 80, NodePort: 30100, LoadBalancerIPs: []netip.Addr{ip("198.18.129.0")},
+			Endpoints: []Endpoint{ep("198.19.1.7", 80, true)}},
+		&ServicePort{Namespace: "ns10", Name: "sctp-np", PortName: "p9", Protocol: "sctp",
+			ClusterIP: ip("198.18.1.10"), Port: 9, NodePort: 30109, AffinitySeconds: 60,
+			Endpoints: []Endpoint{ep("198.19.1.8", 9, true), ep("198.19.2.8", 9, false)}},
+		&ServicePort{Namespace: "ns11", Name: "udp-local", PortName: "dns", Protocol: "udp",
+			ClusterIP: ip("198.18.1.11"), Port: 53, NodePort: 30153, LoadBalancerIPs: []netip.Addr{ip("198.18.129.11")},
+			SourceRanges: []netip.Prefix{pfx("198.19.0.0/24")}, ExternalLocal: true, HealthCheckNodePort: 30154,
+			Endpoints: []Endpoint{ep("198.19.2.9", 5353, false)}})
 	c6 := Config{Family: IPv6, MasqueradeMark: 0x1000, ClusterCIDRs: []netip.Prefix{pfx("fd00:c613:0:1::/64"), pfx("fd00:c613:0:2::/64")}}
 	for _, tc := range []struct {
 		cfg   Config
