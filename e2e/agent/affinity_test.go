@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -50,24 +51,30 @@ func TestSessionAffinityTimeout(t *testing.T) {
 func (e *env) waitEndpoints(svc string, n int) {
 	e.t.Helper()
 	e.eventually(fmt.Sprintf("%d endpoints of %s", n, svc), 30*time.Second, func() error {
-		list, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
-		if err != nil {
-			return err
+		ready, err := e.countEndpoints(svc, func(discoveryv1.Endpoint) bool { return true })
+		if err == nil && ready != n {
+			err = fmt.Errorf("%d ready endpoints", ready)
 		}
-		ready := 0
-		for _, s := range list.Items {
-			for _, ep := range s.Endpoints {
-				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
-					ready++
-				}
-			}
-		}
-		if ready != n {
-			return fmt.Errorf("%d ready endpoints", ready)
-		}
-		return nil
+		return err
 	})
 	time.Sleep(time.Second) // one sync (--min-sync-period is 100ms)
+}
+
+// countEndpoints counts the ready endpoints of svc's EndpointSlices that match.
+func (e *env) countEndpoints(svc string, match func(discoveryv1.Endpoint) bool) (int, error) {
+	list, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range list.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && *ep.Conditions.Ready && match(ep) {
+				n++
+			}
+		}
+	}
+	return n, nil
 }
 
 // TestLoadBalancerIPModeProxy: an ingress IP with ipMode Proxy is delivered by the load

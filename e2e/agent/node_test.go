@@ -1,12 +1,9 @@
 package agent_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"os"
@@ -162,23 +159,8 @@ type agentHealth struct {
 // agentHealthz fetches the agent's /healthz or /livez on node.
 func (e *env) agentHealthz(node *netlab.Node, path string) (int, agentHealth, error) {
 	var h agentHealth
-	c, err := e.client.DialTCP(e.ctx, netip.AddrPortFrom(node.Addr, 10256))
-	if err != nil {
-		return 0, h, err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-	fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path)
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return 0, h, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, &h); err != nil {
-		return 0, h, fmt.Errorf("%s body %q: %w", path, b, err)
-	}
-	return resp.StatusCode, h, nil
+	code, err := e.getJSON(e.client, netip.AddrPortFrom(node.Addr, 10256), path, &h)
+	return code, h, err
 }
 
 // wantHealthz waits until node's /healthz answers code with nodeEligible == eligible, and

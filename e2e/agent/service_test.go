@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -140,30 +141,46 @@ type healthBody struct {
 	ServiceProxyHealthy bool `json:"serviceProxyHealthy"`
 }
 
+// get sends one GET for path to addr from inside from's namespace and returns the status code
+// and body.
+func (e *env) get(from *netlab.Host, addr netip.AddrPort, path string) (int, []byte, error) {
+	c, err := from.DialTCP(e.ctx, addr)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// getJSON is get with the body decoded into v.
+func (e *env) getJSON(from *netlab.Host, addr netip.AddrPort, path string, v any) (int, error) {
+	code, b, err := e.get(from, addr, path)
+	if err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return 0, fmt.Errorf("%s body %q: %w", path, b, err)
+	}
+	return code, nil
+}
+
 // httpGet fetches path from addr inside from's namespace, retrying until it connects.
 func (e *env) httpGet(from *netlab.Host, addr netip.AddrPort, path string) (int, healthBody) {
 	e.t.Helper()
 	var code int
 	var body healthBody
 	e.eventually("GET "+addr.String()+path, 30*time.Second, func() error {
-		c, err := from.DialTCP(e.ctx, addr)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
-		fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if err := json.Unmarshal(b, &body); err != nil {
-			return fmt.Errorf("body %q: %w", b, err)
-		}
-		code = resp.StatusCode
-		return nil
+		var err error
+		code, err = e.getJSON(from, addr, path, &body)
+		return err
 	})
 	return code, body
 }
@@ -195,14 +212,7 @@ func TestSessionAffinity(t *testing.T) {
 	})
 	dst := addrPort(e.node1.Addr, svc.Spec.Ports[0].NodePort)
 	// Wait until all three endpoints are programmed, then every request sticks to one.
-	e.eventually("three endpoints", 30*time.Second, func() error {
-		s, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=sticky"})
-		if err != nil || len(s.Items) == 0 || len(s.Items[0].Endpoints) != 3 {
-			return fmt.Errorf("slices: %v", err)
-		}
-		return nil
-	})
-	time.Sleep(time.Second) // one sync
+	e.waitEndpoints("sticky", 3)
 	first := e.reach(e.client, "tcp", dst).Server
 	for i := range 15 {
 		r, err := e.request(e.client, "tcp", dst)
@@ -426,20 +436,12 @@ func TestCleanupRemovesEverything(t *testing.T) {
 // metric sums the samples of name whose labels contain every one of labels (`key="value"`),
 // as node's agent reports them on /metrics.
 func (e *env) metric(node *netlab.Node, name string, labels ...string) (float64, error) {
-	c, err := e.client.DialTCP(e.ctx, netip.AddrPortFrom(node.Addr, 10249))
+	_, body, err := e.get(e.client, netip.AddrPortFrom(node.Addr, 10249), "/metrics")
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
 	sum, found := 0.0, false
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {

@@ -35,23 +35,13 @@ func (e *env) setZones() {
 func (e *env) waitHints(svc string, ready int, nodes bool) {
 	e.t.Helper()
 	e.eventually("topology hints on "+svc, 30*time.Second, func() error {
-		list, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
-		if err != nil {
-			return err
+		hinted, err := e.countEndpoints(svc, func(ep discoveryv1.Endpoint) bool {
+			return ep.Hints != nil && len(ep.Hints.ForZones) > 0 && (!nodes || len(ep.Hints.ForNodes) > 0)
+		})
+		if err == nil && hinted != ready {
+			err = fmt.Errorf("%d of %d ready endpoints hinted", hinted, ready)
 		}
-		hinted := 0
-		for _, s := range list.Items {
-			for _, ep := range s.Endpoints {
-				if ep.Conditions.Ready != nil && *ep.Conditions.Ready && ep.Hints != nil && len(ep.Hints.ForZones) > 0 &&
-					(!nodes || len(ep.Hints.ForNodes) > 0) {
-					hinted++
-				}
-			}
-		}
-		if hinted != ready {
-			return fmt.Errorf("%d of %d ready endpoints hinted", hinted, ready)
-		}
-		return nil
+		return err
 	})
 }
 
