@@ -4,8 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/netip"
-	"os"
+		"os"
 	"sort"
 	"strings"
 	"time"
@@ -15,17 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
-)
 
-// Provider names a provider implementation known to portico-controller.
-const (
-	// ProviderReference is the in-memory reference provider: it allocates ingress IPs from
-	// ReferencePool and programs nothing. For demos and tests.
-	ProviderReference = "reference"
+	"github.com/portico-lb/portico/providers/registry"
 )
-
-// KnownProviders are the values accepted for a class's provider.
-var KnownProviders = []string{ProviderReference}
 
 // Controller is the configuration of portico-controller.
 type Controller struct {
@@ -36,8 +27,10 @@ type Controller struct {
 	// ClasslessProvider, when set, makes the controller also own Services without a
 	// loadBalancerClass (as a cloud-controller-manager does) and serve them with this provider.
 	ClasslessProvider string `json:"classlessProvider,omitempty"`
-	// ReferencePool is the CIDR the reference provider hands out.
-	ReferencePool string `json:"referencePool,omitempty"`
+	// Providers holds every registered provider's own configuration (file key
+	// "providers: {<name>: {...}}", flags "--<name>-..."); only the providers in use are
+	// validated and built.
+	Providers registry.Configs `json:"providers,omitempty"`
 	// ResyncPeriod is how often every owned Service is re-ensured so that providers repair
 	// out-of-band changes. 0 disables it.
 	ResyncPeriod metav1.Duration `json:"resyncPeriod,omitempty"`
@@ -61,7 +54,7 @@ type Controller struct {
 func DefaultController() Controller {
 	return Controller{
 		Classes:                 map[string]string{},
-		ReferencePool:           "198.18.128.0/24",
+		Providers:               registry.NewConfigs(),
 		ResyncPeriod:            metav1.Duration{Duration: 10 * time.Minute},
 		Workers:                 4,
 		LeaderElect:             true,
@@ -80,9 +73,9 @@ func DefaultController() Controller {
 func (c *Controller) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.configFile, "config", "", "optional YAML config file; flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
-	fs.StringVar(&c.classFlag, "class", "", "comma list of CLASS=PROVIDER pairs: loadBalancerClasses this controller owns (providers: "+strings.Join(KnownProviders, ", ")+")")
+	fs.StringVar(&c.classFlag, "class", "", "comma list of CLASS=PROVIDER pairs: loadBalancerClasses this controller owns (providers: "+strings.Join(registry.Names(), ", ")+")")
 	fs.StringVar(&c.classlessFlag, "classless-provider", "", "also own Services without a loadBalancerClass and serve them with this provider")
-	fs.StringVar(&c.ReferencePool, "reference-pool", c.ReferencePool, "CIDR the reference provider allocates ingress IPs from")
+	c.Providers.BindFlags(fs)
 	fs.DurationVar(&c.ResyncPeriod.Duration, "resync-period", c.ResyncPeriod.Duration, "re-ensure every owned load balancer this often to repair drift (0 disables)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "Services reconciled in parallel")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease so only one replica acts")
@@ -106,7 +99,10 @@ func (c *Controller) Complete(fs *flag.FlagSet) error {
 		if err != nil {
 			return fmt.Errorf("reading config file: %w", err)
 		}
+		// Provider configurations are decoded into the objects the flags are bound to, so that
+		// re-applying the flags below reaches them.
 		fromFile := DefaultController()
+		fromFile.Providers = c.Providers
 		if err := yaml.UnmarshalStrict(b, &fromFile); err != nil {
 			return fmt.Errorf("parsing config file %s: %w", c.configFile, err)
 		}
@@ -144,7 +140,11 @@ func parseClassList(s string) (map[string]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("--class: %q is not CLASS=PROVIDER", item)
 		}
-		out[strings.TrimSpace(class)] = strings.TrimSpace(provider)
+		class, provider = strings.TrimSpace(class), strings.TrimSpace(provider)
+		if prev, dup := out[class]; dup {
+			return nil, fmt.Errorf("--class: class %q is given twice (%s and %s); a class has one provider", class, prev, provider)
+		}
+		out[class] = provider
 	}
 	return out, nil
 }
@@ -166,18 +166,16 @@ func (c *Controller) Validate() error {
 		for _, msg := range validation.IsQualifiedName(class) {
 			errs = append(errs, field.Invalid(p, class, "loadBalancerClass must be a label-style key (e.g. portico-lb.io/reference): "+msg))
 		}
-		if !known(c.Classes[class]) {
-			errs = append(errs, field.NotSupported(p, c.Classes[class], KnownProviders))
+		if !registry.Known(c.Classes[class]) {
+			errs = append(errs, field.NotSupported(p, c.Classes[class], registry.Names()))
 		}
 	}
-	if c.ClasslessProvider != "" && !known(c.ClasslessProvider) {
-		errs = append(errs, field.NotSupported(root.Child("classlessProvider"), c.ClasslessProvider, KnownProviders))
+	if c.ClasslessProvider != "" && !registry.Known(c.ClasslessProvider) {
+		errs = append(errs, field.NotSupported(root.Child("classlessProvider"), c.ClasslessProvider, registry.Names()))
 	}
-	if _, err := netip.ParsePrefix(c.ReferencePool); err != nil {
-		errs = append(errs, field.Invalid(root.Child("referencePool"), c.ReferencePool, "must be a CIDR"))
-	}
+	errs = append(errs, c.Providers.Validate(root.Child("providers"), c.ProvidersInUse())...)
 	if c.ResyncPeriod.Duration < 0 {
-		errs = append(errs, field.Invalid(root.Child("resyncPeriod"), c.ResyncPeriod.String(), "must be >= 0 (0 disables)"))
+		errs = append(errs, field.Invalid(root.Child("resyncPeriod"), c.ResyncPeriod.Duration.String(), "must be >= 0 (0 disables)"))
 	}
 	if c.Workers < 1 {
 		errs = append(errs, field.Invalid(root.Child("workers"), c.Workers, "must be >= 1"))
@@ -190,7 +188,7 @@ func (c *Controller) Validate() error {
 			errs = append(errs, field.Required(root.Child("leaderElectionID"), ""))
 		}
 		if !(c.LeaderElectionLease.Duration > c.LeaderElectionRenew.Duration && c.LeaderElectionRenew.Duration > c.LeaderElectionRetry.Duration && c.LeaderElectionRetry.Duration > 0) {
-			errs = append(errs, field.Invalid(root.Child("leaderElectionLease"), c.LeaderElectionLease.String(),
+			errs = append(errs, field.Invalid(root.Child("leaderElectionLease"), c.LeaderElectionLease.Duration.String(),
 				"need lease duration > renew deadline > retry period > 0"))
 		}
 	}
@@ -208,13 +206,13 @@ func (c *Controller) Validate() error {
 	return aggregate("invalid configuration", errs)
 }
 
-func known(p string) bool {
-	for _, k := range KnownProviders {
-		if k == p {
-			return true
-		}
+// ProvidersInUse names the providers the classes and the class-less setting refer to.
+func (c *Controller) ProvidersInUse() []string {
+	names := []string{c.ClasslessProvider}
+	for _, p := range c.Classes {
+		names = append(names, p)
 	}
-	return false
+	return names
 }
 
 // RESTConfig loads the client configuration from Kubeconfig, $KUBECONFIG or the in-cluster

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/portico-lb/portico/providers/reference"
 )
 
 func parse(t *testing.T, args ...string) (Controller, error) {
@@ -39,7 +41,7 @@ func TestControllerValidateListsEveryError(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid configuration accepted")
 	}
-	for _, want := range []string{"config.classes[Not A Class]", "Unsupported value: \"aws\"", "config.workers", "config.referencePool", "config.metricsBindAddress", "config.leaderElectionLease"} {
+	for _, want := range []string{"config.classes[Not A Class]", "Unsupported value: \"aws\"", "config.workers", "config.providers.reference.pool", "config.metricsBindAddress", "config.leaderElectionLease"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
@@ -69,5 +71,56 @@ func TestControllerConfigFileUnderFlags(t *testing.T) {
 	}
 	if _, err := parse(t, "--config="+path); err == nil || !strings.Contains(err.Error(), "workerz") {
 		t.Errorf("unknown file key must be an error, got %v", err)
+	}
+}
+
+func TestControllerFlagErrorsReadWell(t *testing.T) {
+	_, err := parse(t, "--class=portico-lb.io/x=reference", "--resync-period=-1s")
+	if err == nil || !strings.Contains(err.Error(), `config.resyncPeriod: Invalid value: "-1s"`) {
+		t.Errorf("negative resync period: %v", err)
+	}
+	if _, err := parse(t, "--class=x=aws,x=reference"); err == nil || !strings.Contains(err.Error(), `class "x" is given twice`) {
+		t.Errorf("duplicate class: %v", err)
+	}
+	fs := flag.NewFlagSet("portico-controller", flag.ContinueOnError)
+	c := DefaultController()
+	c.BindFlags(fs)
+	if err := ParseArgs(fs, []string{"--workers=2", "stray"}); err == nil || !strings.Contains(err.Error(), `unexpected argument "stray"`) {
+		t.Errorf("positional argument: %v", err)
+	}
+	fs = flag.NewFlagSet("portico-controller", flag.ContinueOnError)
+	AddLogFlags(fs)
+	if u := fs.Lookup("v").Usage; strings.Contains(u, "testing") {
+		t.Errorf("-v usage = %q", u)
+	}
+}
+
+func TestControllerConfigFileProviders(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("classes:\n  portico-lb.io/x: reference\nproviders:\n  reference:\n    pool: 198.18.9.0/24\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parse(t, "--config="+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Providers["reference"].(*reference.Config).Pool; got != "198.18.9.0/24" {
+		t.Errorf("pool from file = %q", got)
+	}
+	c, err = parse(t, "--config="+path, "--reference-pool=198.18.10.0/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Providers["reference"].(*reference.Config).Pool; got != "198.18.10.0/24" {
+		t.Errorf("flag must win over the file: pool = %q", got)
+	}
+}
+
+func TestNoKubeconfigNamesTheFlag(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	_, err := restConfig("")
+	if err == nil || !strings.Contains(err.Error(), "--kubeconfig") || strings.Contains(err.Error(), "KUBERNETES_MASTER") {
+		t.Errorf("err = %v", err)
 	}
 }

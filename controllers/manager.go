@@ -1,10 +1,10 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
-	"net/netip"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,19 +12,19 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/providers"
-	"github.com/portico-lb/portico/providers/reference"
 )
 
 // NewManager builds portico-controller's manager from a validated configuration: the providers
 // it names, leader election on a Lease, the metrics and health endpoints, and the Service
-// reconciler. extra providers (by name) are added to or replace the configured ones; tests pass
+// reconciler. ctx bounds building the providers. extra providers (by name) are added to or replace the configured ones; tests pass
 // them to observe provider calls.
-func NewManager(cfg config.Controller, restCfg *rest.Config, logger logr.Logger, extra map[string]providers.Provider) (ctrl.Manager, error) {
+func NewManager(ctx context.Context, cfg config.Controller, restCfg *rest.Config, logger logr.Logger, extra map[string]providers.Provider) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -59,7 +59,12 @@ func NewManager(cfg config.Controller, restCfg *rest.Config, logger logr.Logger,
 		return nil, err
 	}
 
-	provs, err := buildProviders(cfg, extra)
+	provs, err := buildProviders(ctx, cfg, providers.Env{
+		ClusterName: cfg.ClusterName,
+		Logger:      logger.WithName("provider"),
+		RESTConfig:  restCfg,
+		Metrics:     ctrlmetrics.Registry,
+	}, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -81,34 +86,17 @@ func NewManager(cfg config.Controller, restCfg *rest.Config, logger logr.Logger,
 
 // buildProviders instantiates every provider the configuration names, except those given in
 // extra, which are used as they are.
-func buildProviders(cfg config.Controller, extra map[string]providers.Provider) (map[string]providers.Provider, error) {
-	out := maps.Clone(extra)
-	if out == nil {
-		out = map[string]providers.Provider{}
-	}
-	names := []string{cfg.ClasslessProvider}
-	for _, p := range cfg.Classes {
-		names = append(names, p)
-	}
-	for _, name := range names {
-		if name == "" || out[name] != nil {
-			continue
-		}
-		switch name {
-		case config.ProviderReference:
-			pool, err := netip.ParsePrefix(cfg.ReferencePool)
-			if err != nil {
-				return nil, fmt.Errorf("reference pool: %w", err)
-			}
-			out[name] = reference.New(reference.Options{
-				Pool: pool,
-				Capabilities: providers.Capabilities{
-					SessionAffinity: true, MixedProtocols: true, RequestedIPs: true,
-				},
-			})
-		default:
-			return nil, fmt.Errorf("unknown provider %q", name)
+func buildProviders(ctx context.Context, cfg config.Controller, env providers.Env, extra map[string]providers.Provider) (map[string]providers.Provider, error) {
+	var names []string
+	for _, name := range cfg.ProvidersInUse() {
+		if extra[name] == nil {
+			names = append(names, name)
 		}
 	}
+	out, err := cfg.Providers.Build(ctx, names, env)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(out, extra)
 	return out, nil
 }

@@ -2,9 +2,12 @@
 // carries load-balancer traffic (an AWS load balancer, a bare-metal VIP announced from nodes, or
 // the in-memory reference used by tests).
 //
-// It holds three things and nothing else:
+// It holds four things and nothing else:
 //
 //   - the Provider interface (Name, Capabilities, Ensure, Get, Delete);
+//   - the Plugin / Config / Env contract through which a provider joins Portico: each provider
+//     package exports a Plugin whose Config owns the provider's defaults, flags ("--<name>-..."),
+//     config-file keys, validation and construction;
 //   - the desired-load-balancer model (LoadBalancer and the types it is built from) and the
 //     observed Status a provider reports back;
 //   - the typed errors: ErrNotFound, *InvalidError (terminal: bad or unsupported input) and
@@ -29,6 +32,14 @@
 //     rejects anything outside them with an *InvalidError naming the Service field
 //     (e.g. "spec.sessionAffinity") before creating anything.
 //
-// Implementations live in sub-packages: aws, baremetal, and reference (an in-memory provider for
-// tests, benchmarks and demos, kept out of production packages).
+// Sub-packages:
+//
+//   - registry: the one list of plugins (adding a provider is one line there) and the
+//     Configs type portico-controller and portico-ccm bind, validate and build providers from;
+//   - reference: an in-memory provider for tests, benchmarks and demos;
+//   - providertest: the conformance suite every provider passes.
+//
+// The AWS and bare-metal providers join as sub-packages of their own (aws, baremetal). The
+// adapter that runs providers inside a stock cloud-controller-manager drives providers as the
+// controllers do and lives with them (controllers/ccm).
 package providers

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,17 +18,15 @@ import (
 	"github.com/portico-lb/portico/nodeproxy"
 )
 
+const name = "portico-agent"
+
 func main() {
 	cfg := config.DefaultAgent()
-	fs := flag.NewFlagSet("portico-agent", flag.ExitOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	cfg.BindFlags(fs)
-	logCfg := textlogger.NewConfig()
-	logCfg.AddFlags(fs)
-	_ = fs.Parse(os.Args[1:])
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "portico-agent: %v\n", err)
-		os.Exit(2)
-	}
+	logCfg := config.AddLogFlags(fs)
+	config.ExitOnError(name, config.ParseArgs(fs, os.Args[1:]))
+	config.ExitOnError(name, cfg.Validate())
 	logger := textlogger.NewLogger(logCfg)
 	klog.SetLogger(logger)
 
@@ -37,6 +34,6 @@ func main() {
 	defer stop()
 	if err := nodeproxy.Run(logr.NewContext(ctx, logger), cfg); err != nil {
 		logger.Error(err, "Agent failed")
-		os.Exit(1)
+		os.Exit(config.ExitStartup)
 	}
 }

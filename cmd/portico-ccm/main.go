@@ -3,17 +3,22 @@
 // provider is chosen by the --cloud-config file (see config.CCM), for example:
 //
 //	portico-ccm --cloud-provider=portico --cloud-config=/etc/portico/cloud.yaml \
-//	  --controllers=service --kubeconfig=... --leader-elect=true
+//	  --cluster-name=prod --controllers=service --kubeconfig=... --leader-elect=true
 //
 // Only the service controller is registered (cloud-node, cloud-node-lifecycle and route need
 // cloud capabilities Portico does not have), so the stock --controllers default ("*") and
 // --controllers=service run the same thing, and naming another controller is a startup error.
-// main only registers the adapter, hands the flags to the stock command and runs it.
+// The cloud config is read and validated before the stock command starts, so that a bad file
+// is reported at once, without an API server. main only wires the adapter into the stock
+// command and runs it.
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 
+	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
@@ -22,38 +27,55 @@ import (
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
 	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics on /metrics
 	"k8s.io/klog/v2"
 
+	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/ccm"
 )
 
-func main() {
-	cloudprovider.RegisterCloudProvider(ccm.ProviderName, ccm.Factory)
+const name = "portico-ccm"
 
+func main() {
 	opts, err := options.NewCloudControllerManagerOptions()
-	if err != nil {
-		klog.Fatalf("initializing options: %v", err)
-	}
+	config.ExitOnError(name, err)
 	controllers := map[string]app.ControllerInitFuncConstructor{
 		names.ServiceLBController: app.DefaultInitFuncConstructors[names.ServiceLBController],
 	}
 	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, controllers, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
-	cmd.Use = "portico-ccm"
-	os.Exit(cli.Run(cmd))
+	cmd.Use = name
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unexpected argument %q: %s takes only flags (see --help)", args[0], name)
+		}
+		if p := opts.KubeCloudShared.CloudProvider.Name; p != ccm.ProviderName {
+			return fmt.Errorf("--cloud-provider=%q is not a cloud provider %s serves; use --cloud-provider=%s", p, name, ccm.ProviderName)
+		}
+		if _, err := config.LoadCCMFile(opts.KubeCloudShared.CloudProvider.CloudConfigFile); err != nil {
+			return err
+		}
+		return run(c, args)
+	}
+	if code := cli.Run(cmd); code != 0 {
+		os.Exit(config.ExitStartup)
+	}
 }
 
-// initCloud builds the provider named by --cloud-provider from --cloud-config. The stock
-// command gives it no way to return an error, so a bad configuration ends the process here,
-// before any controller starts.
+// initCloud builds the provider --cloud-config names. The stock command gives it no way to
+// return an error, so a failure ends the process here, before any controller starts.
 func initCloud(cfg *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface {
-	shared := cfg.ComponentConfig.KubeCloudShared.CloudProvider
-	cloud, err := cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
-	if err != nil {
-		klog.Fatalf("initializing cloud provider: %v", err)
-	}
-	if cloud == nil {
-		klog.Fatalf("--cloud-provider=%q is not a cloud provider portico-ccm serves; use --cloud-provider=%s", shared.Name, ccm.ProviderName)
-	}
+	shared := cfg.ComponentConfig.KubeCloudShared
+	ccmCfg, err := config.LoadCCMFile(shared.CloudProvider.CloudConfigFile)
+	config.ExitOnError(name, err)
+	cloud, err := ccm.NewFromConfig(context.Background(), ccmCfg, providers.Env{
+		ClusterName: shared.ClusterName,
+		Logger:      klog.Background().WithName("provider"),
+		RESTConfig:  cfg.Kubeconfig,
+		Metrics:     legacyregistry.Registerer(),
+	})
+	config.ExitOnError(name, err)
 	return cloud
 }

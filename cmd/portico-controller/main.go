@@ -4,7 +4,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"os"
 
 	"k8s.io/klog/v2"
@@ -15,37 +14,24 @@ import (
 	"github.com/portico-lb/portico/controllers"
 )
 
+const name = "portico-controller"
+
 func main() {
 	cfg := config.DefaultController()
-	fs := flag.NewFlagSet("portico-controller", flag.ExitOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	cfg.BindFlags(fs)
-	logCfg := textlogger.NewConfig()
-	logCfg.AddFlags(fs)
-	_ = fs.Parse(os.Args[1:])
-	if err := cfg.Complete(fs); err != nil {
-		fail(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		fail(err)
-	}
+	logCfg := config.AddLogFlags(fs)
+	config.ExitOnError(name, config.ParseArgs(fs, os.Args[1:]))
+	config.ExitOnError(name, cfg.Complete(fs))
+	config.ExitOnError(name, cfg.Validate())
 	logger := textlogger.NewLogger(logCfg)
 	ctrl.SetLogger(logger)
 	klog.SetLogger(logger)
 
 	restCfg, err := cfg.RESTConfig()
-	if err != nil {
-		fail(err)
-	}
-	mgr, err := controllers.NewManager(cfg, restCfg, logger, nil)
-	if err != nil {
-		fail(err)
-	}
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
-		fail(err)
-	}
-}
-
-func fail(err error) {
-	fmt.Fprintf(os.Stderr, "portico-controller: %v\n", err)
-	os.Exit(1)
+	config.ExitOnError(name, err)
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := controllers.NewManager(ctx, cfg, restCfg, logger, nil)
+	config.ExitOnError(name, err)
+	config.ExitOnError(name, mgr.Start(ctx))
 }

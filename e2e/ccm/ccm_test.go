@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/e2e/cluster"
 )
 
@@ -56,20 +57,22 @@ func TestCCM(t *testing.T) {
 	}
 
 	t.Run("BadCloudConfigIsStartupError", func(t *testing.T) {
-		cfg := writeCloudConfig(t, "provider: gce\npool: 198.18.128.0\n")
-		out, err := runToExit(t, bin, ccmArgs(c.KubeconfigPath(), cfg, 0)...)
+		cfg := writeCloudConfig(t, "provider: gce\nreference: {pool: 198.18.128.0}\n")
+		// No API server is reachable through this kubeconfig: the file is checked before the
+		// stock command connects to anything.
+		out, err := runToExit(t, bin, ccmArgs(filepath.Join(t.TempDir(), "none"), cfg, 0)...)
 		var exit *exec.ExitError
-		if !errors.As(err, &exit) {
-			t.Fatalf("portico-ccm with a bad cloud config: err = %v, want a non-zero exit\n%s", err, out)
+		if !errors.As(err, &exit) || exit.ExitCode() != config.ExitStartup {
+			t.Fatalf("portico-ccm with a bad cloud config: err = %v, want exit code %d\n%s", err, config.ExitStartup, out)
 		}
-		for _, want := range []string{`cloudConfig.provider: Unsupported value: "gce"`, `cloudConfig.pool: Invalid value: "198.18.128.0"`} {
+		for _, want := range []string{`cloudConfig.provider: Unsupported value: "gce"`, `cloudConfig.reference.pool: Invalid value: "198.18.128.0"`} {
 			if !strings.Contains(out, want) {
 				t.Errorf("output does not report %s:\n%s", want, tail(out))
 			}
 		}
 	})
 
-	ccm := startCCM(t, bin, c.KubeconfigPath(), writeCloudConfig(t, "provider: reference\npool: "+pool.String()+"\n"))
+	ccm := startCCM(t, bin, c.KubeconfigPath(), writeCloudConfig(t, "provider: reference\nreference: {pool: "+pool.String()+"}\n"))
 	cs := c.Client()
 
 	t.Run("LoadBalancerLifecycle", func(t *testing.T) {

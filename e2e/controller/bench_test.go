@@ -75,7 +75,7 @@ func startPortico(ctx context.Context, b *testing.B, restCfg *rest.Config, class
 	cfg.LeaderElect = false
 	cfg.ResyncPeriod.Duration = 0
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
-	mgr, err := controllers.NewManager(cfg, restCfg, ctrl.Log.WithName("bench"), map[string]providers.Provider{"bench": prov})
+	mgr, err := controllers.NewManager(context.Background(), cfg, restCfg, ctrl.Log.WithName("bench"), map[string]providers.Provider{"bench": prov})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,15 +2,19 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/portico-lb/portico/config"
 )
 
 // buildController builds cmd/portico-controller into a temporary directory.
@@ -96,9 +100,37 @@ func TestBinaryRejectsBadFlags(t *testing.T) {
 	if err == nil {
 		t.Fatalf("bad flags accepted:\n%s", out)
 	}
-	for _, want := range []string{"config.classes[portico-lb.io/x]", "config.workers", "config.referencePool"} {
+	for _, want := range []string{"config.classes[portico-lb.io/x]", "config.workers", "config.providers.reference.pool"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("startup error does not list %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestBinaryStartupErrorsReadWell: command-line mistakes are named as a person would, and every
+// startup error exits with config.ExitStartup (the code all Portico binaries share).
+func TestBinaryStartupErrorsReadWell(t *testing.T) {
+	bin := buildController(t)
+	for _, tt := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"--class=portico-lb.io/x=reference", "--resync-period=-1s"}, nil, `config.resyncPeriod: Invalid value: "-1s"`},
+		{[]string{"--class=x=reference,x=reference"}, nil, `class "x" is given twice`},
+		{[]string{"--class=portico-lb.io/x=reference", "stray"}, nil, `unexpected argument "stray"`},
+		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
+		{[]string{"--class=portico-lb.io/x=reference"}, []string{"KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}, "pass --kubeconfig=PATH"},
+	} {
+		cmd := exec.Command(bin, tt.args...)
+		cmd.Env = append(append(os.Environ(), "KUBERNETES_SERVICE_HOST="), tt.env...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != config.ExitStartup {
+			t.Errorf("%v: err = %v, want exit code %d\n%s", tt.args, err, config.ExitStartup, out)
+		}
+		if !strings.Contains(string(out), tt.want) {
+			t.Errorf("%v: output lacks %q:\n%s", tt.args, tt.want, out)
 		}
 	}
 }

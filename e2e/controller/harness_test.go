@@ -98,7 +98,7 @@ func (e *env) start(o envOptions) {
 	cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration = 3*time.Second, 2*time.Second, 500*time.Millisecond
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
 	// config.KnownProviders does not list the test provider; the manager accepts it as extra.
-	mgr, err := controllers.NewManager(cfg, testCluster.Config(), ctrl.Log.WithName(e.ns), map[string]providers.Provider{"test": e.prov})
+	mgr, err := controllers.NewManager(context.Background(), cfg, testCluster.Config(), ctrl.Log.WithName(e.ns), map[string]providers.Provider{"test": e.prov})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestDeployRBACIsSufficient(t *testing.T) {
 	cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration = 3*time.Second, 2*time.Second, 500*time.Millisecond
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
 	prov := reference.New(reference.Options{Name: "test", Pool: netip.MustParsePrefix("198.18.176.0/24")})
-	mgr, err := controllers.NewManager(cfg, restCfg, ctrl.Log.WithName("rbac"), map[string]providers.Provider{"test": prov})
+	mgr, err := controllers.NewManager(context.Background(), cfg, restCfg, ctrl.Log.WithName("rbac"), map[string]providers.Provider{"test": prov})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,46 +1,23 @@
 package ccm
 
 import (
+	"context"
 	"fmt"
-	"io"
-
-	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/providers"
-	"github.com/portico-lb/portico/providers/reference"
 )
 
-var _ cloudprovider.Factory = Factory
-
-// Factory is the cloudprovider.Factory portico-ccm registers under ProviderName. The stock
-// command calls it with the --cloud-config file (nil without one): it reads the file as a
-// config.CCM, builds the provider it names and returns the adapter. A missing file, an unknown
-// provider or a bad pool is an error, and the stock command exits at startup.
-func Factory(cloudConfig io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := config.LoadCCM(cloudConfig)
+// NewFromConfig builds the provider a validated cloud config (config.CCM) names, through the
+// provider registry, and returns the adapter over it.
+func NewFromConfig(ctx context.Context, cfg config.CCM, env providers.Env) (*Cloud, error) {
+	provs, err := cfg.Providers.Build(ctx, []string{cfg.Provider}, env)
 	if err != nil {
 		return nil, err
 	}
-	p, err := newProvider(cfg)
-	if err != nil {
-		return nil, err
+	p, ok := provs[cfg.Provider]
+	if !ok {
+		return nil, fmt.Errorf("provider %q was not built", cfg.Provider)
 	}
 	return New(Options{Provider: p}), nil
-}
-
-// newProvider builds the provider a validated config names.
-func newProvider(cfg config.CCM) (providers.Provider, error) {
-	switch cfg.Provider {
-	case config.ProviderReference:
-		// The same capabilities portico-controller gives the reference provider.
-		return reference.New(reference.Options{
-			Pool: cfg.ReferencePool(),
-			Capabilities: providers.Capabilities{
-				SessionAffinity: true, MixedProtocols: true, RequestedIPs: true,
-			},
-		}), nil
-	default:
-		return nil, fmt.Errorf("unknown provider %q", cfg.Provider)
-	}
 }

@@ -8,28 +8,31 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/ccm"
 )
 
-func TestFactory(t *testing.T) {
+func TestNewFromConfig(t *testing.T) {
 	tests := []struct {
 		name     string
 		config   io.Reader
 		wantPool string
 		wantErr  []string
 	}{
-		{name: "reference with a pool", config: strings.NewReader("provider: reference\npool: 10.99.0.0/24\n"), wantPool: "10.99.0.0/24"},
+		{name: "reference with a pool", config: strings.NewReader("provider: reference\nreference:\n  pool: 198.18.99.0/24\n"), wantPool: "198.18.99.0/24"},
 		{name: "reference with the default pool", config: strings.NewReader("provider: reference\n"), wantPool: "198.18.128.0/24"},
 		{name: "no cloud config", config: nil, wantErr: []string{"--cloud-config"}},
 		{name: "empty file", config: strings.NewReader(""), wantErr: []string{"cloudConfig.provider: Required value"}},
 		{name: "unknown provider", config: strings.NewReader("provider: gce\n"), wantErr: []string{`cloudConfig.provider: Unsupported value: "gce"`}},
-		{name: "bad pool", config: strings.NewReader("provider: reference\npool: 10.99.0.0\n"), wantErr: []string{`cloudConfig.pool: Invalid value: "10.99.0.0"`}},
-		{name: "unknown key", config: strings.NewReader("provider: reference\npol: 10.99.0.0/24\n"), wantErr: []string{`unknown field "pol"`}},
+		{name: "bad pool", config: strings.NewReader("provider: reference\nreference: {pool: 198.18.99.0}\n"), wantErr: []string{`cloudConfig.reference.pool: Invalid value: "198.18.99.0"`}},
+		{name: "unknown key", config: strings.NewReader("provider: reference\npool: 198.18.99.0/24\n"), wantErr: []string{`cloudConfig.pool: Forbidden: unknown key`}},
+		{name: "unknown provider key", config: strings.NewReader("provider: reference\nreference: {pol: 198.18.99.0/24}\n"), wantErr: []string{`cloudConfig.reference`, `unknown field "pol"`}},
 		{name: "not YAML", config: strings.NewReader("[provider"), wantErr: []string{"parsing cloud config"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cloud, err := ccm.Factory(tt.config)
+			cloud, err := fromConfig(t, tt.config)
 			if len(tt.wantErr) > 0 {
 				if err == nil {
 					t.Fatalf("Factory succeeded, want an error mentioning %q", tt.wantErr)
@@ -59,14 +62,23 @@ func TestFactory(t *testing.T) {
 	}
 }
 
-func TestFactoryReportsEveryProblem(t *testing.T) {
-	_, err := ccm.Factory(strings.NewReader("provider: gce\npool: nope\n"))
+func TestNewFromConfigReportsEveryProblem(t *testing.T) {
+	_, err := fromConfig(t, strings.NewReader("provider: gce\nreference: {pool: nope}\nzone: x\n"))
 	if err == nil {
 		t.Fatal("Factory succeeded, want an error")
 	}
-	for _, want := range []string{"cloudConfig.provider", "cloudConfig.pool"} {
+	for _, want := range []string{"cloudConfig.provider", "cloudConfig.reference.pool", "cloudConfig.zone"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
 		}
 	}
+}
+
+func fromConfig(t *testing.T, r io.Reader) (*ccm.Cloud, error) {
+	t.Helper()
+	cfg, err := config.LoadCCM(r)
+	if err != nil {
+		return nil, err
+	}
+	return ccm.NewFromConfig(ctx(t), cfg, providers.Env{ClusterName: "test"})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 
@@ -72,11 +73,19 @@ func (c Configs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Validate validates the configurations of the providers in use, with paths under root.
-// Providers not in use are not validated: their defaults need not be complete.
+// Validate validates, with paths under root, the configurations of the providers in use and
+// of every provider whose configuration differs from its defaults: a value the user set is
+// checked even for a provider that ends up unused, since it is a mistake either way. Unused
+// providers left at their defaults are not validated; their defaults need not be complete.
 func (c Configs) Validate(root *field.Path, inUse []string) field.ErrorList {
+	check := slices.Clone(inUse)
+	for _, p := range plugins {
+		if cfg, ok := c[p.Name]; ok && !reflect.DeepEqual(cfg, p.NewConfig()) {
+			check = append(check, p.Name)
+		}
+	}
 	var errs field.ErrorList
-	for _, name := range uniqueSorted(inUse) {
+	for _, name := range uniqueSorted(check) {
 		if cfg, ok := c[name]; ok {
 			errs = append(errs, cfg.Validate(root.Child(name))...)
 		}
