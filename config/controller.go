@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
-		"os"
+	"os"
 	"sort"
 	"strings"
 	"time"
