@@ -415,7 +415,7 @@ func (p *Provider) reconcileClassicProxyProtocol(ctx context.Context, d desiredL
 		if have[port] == want {
 			continue
 		}
-		var names []string
+		names := []string{}
 		if want {
 			names = []string{proxyProtocolPolicy}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -181,7 +182,13 @@ func ownedRules(perms []ec2types.IpPermission, mine func(desc string) bool) []sg
 	return out
 }
 
-func visit(perms []ec2types.IpPermission, fn func(r sgRule, desc string)) {
+// visit calls fn for every source of every permission; the rule's Purpose is the description's
+// last part, so that the rule renders back to the same description.
+func visit(perms []ec2types.IpPermission, fn0 func(r sgRule, desc string)) {
+	fn := func(r sgRule, desc string) {
+		r.Purpose = desc[strings.LastIndex(desc, "/")+1:]
+		fn0(r, desc)
+	}
 	for _, perm := range perms {
 		base := sgRule{Protocol: aws.ToString(perm.IpProtocol), From: aws.ToInt32(perm.FromPort), To: aws.ToInt32(perm.ToPort)}
 		if base.Protocol == "-1" {
