@@ -31,6 +31,7 @@ type classicAPI interface {
 	RegisterInstancesWithLoadBalancer(ctx context.Context, in *elb.RegisterInstancesWithLoadBalancerInput, opts ...func(*elb.Options)) (*elb.RegisterInstancesWithLoadBalancerOutput, error)
 	DeregisterInstancesFromLoadBalancer(ctx context.Context, in *elb.DeregisterInstancesFromLoadBalancerInput, opts ...func(*elb.Options)) (*elb.DeregisterInstancesFromLoadBalancerOutput, error)
 	CreateLoadBalancerPolicy(ctx context.Context, in *elb.CreateLoadBalancerPolicyInput, opts ...func(*elb.Options)) (*elb.CreateLoadBalancerPolicyOutput, error)
+	SetLoadBalancerPoliciesOfListener(ctx context.Context, in *elb.SetLoadBalancerPoliciesOfListenerInput, opts ...func(*elb.Options)) (*elb.SetLoadBalancerPoliciesOfListenerOutput, error)
 	SetLoadBalancerPoliciesForBackendServer(ctx context.Context, in *elb.SetLoadBalancerPoliciesForBackendServerInput, opts ...func(*elb.Options)) (*elb.SetLoadBalancerPoliciesForBackendServerOutput, error)
 	ApplySecurityGroupsToLoadBalancer(ctx context.Context, in *elb.ApplySecurityGroupsToLoadBalancerInput, opts ...func(*elb.Options)) (*elb.ApplySecurityGroupsToLoadBalancerOutput, error)
 	AttachLoadBalancerToSubnets(ctx context.Context, in *elb.AttachLoadBalancerToSubnetsInput, opts ...func(*elb.Options)) (*elb.AttachLoadBalancerToSubnetsOutput, error)
@@ -83,6 +84,7 @@ func (p *Provider) ensureClassic(ctx context.Context, ref providers.Ref, d desir
 		p.reconcileClassicHealthCheck,
 		p.reconcileClassicAttributes,
 		p.reconcileClassicProxyProtocol,
+		p.reconcileClassicSSLPolicy,
 		func(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
 			return p.reconcileClassicInstances(ctx, d, cur, instanceIDsOf(insts))
 		},
@@ -114,7 +116,7 @@ func (p *Provider) createClassic(ctx context.Context, ref providers.Ref, d desir
 	if vpc == "" && len(subnets) > 0 {
 		vpc = subnets[0].VPC
 	}
-	groups := d.Classic.SecurityGroups
+	groups := slices.Clone(d.Classic.SecurityGroups)
 	if len(groups) == 0 {
 		g, err := p.ensureOwnSecurityGroup(ctx, d, vpc)
 		if err != nil {
@@ -122,6 +124,7 @@ func (p *Provider) createClassic(ctx context.Context, ref providers.Ref, d desir
 		}
 		groups = []string{aws.ToString(g.GroupId)}
 	}
+	groups = append(groups, d.Classic.ExtraSecurityGroups...)
 	tags := maps.Clone(d.Tags)
 	if v := replacedValue(olds, d.Name); v != "" {
 		tags[tagReplaces] = v
@@ -307,6 +310,54 @@ func (p *Provider) reconcileClassicListeners(ctx context.Context, d desiredLB, c
 			return fmt.Errorf("creating listeners of %s: %w", d.Name, err)
 		}
 	}
+	// What the next steps read: the listeners as they are now, new ones without policies.
+	if len(drop) > 0 || len(create) > 0 {
+		var now []elbtypes.ListenerDescription
+		for _, ld := range cur.ListenerDescriptions {
+			if ld.Listener != nil && want[ld.Listener.LoadBalancerPort] && !slices.Contains(drop, ld.Listener.LoadBalancerPort) {
+				now = append(now, ld)
+			}
+		}
+		for _, l := range classicListeners(create) {
+			now = append(now, elbtypes.ListenerDescription{Listener: &l})
+		}
+		cur.ListenerDescriptions = now
+	}
+	return nil
+}
+
+// reconcileClassicSSLPolicy puts the requested predefined TLS policy on every SSL and HTTPS
+// listener, through a policy of type SSLNegotiationPolicyType named after it.
+func (p *Provider) reconcileClassicSSLPolicy(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
+	if d.Classic.SSLPolicy == "" {
+		return nil
+	}
+	name := "k8s-SSLNegotiationPolicy-" + d.Classic.SSLPolicy
+	created := cur.Policies != nil && slices.Contains(cur.Policies.OtherPolicies, name)
+	for _, ld := range cur.ListenerDescriptions {
+		l := ld.Listener
+		if l == nil || (aws.ToString(l.Protocol) != "SSL" && aws.ToString(l.Protocol) != "HTTPS") || slices.Contains(ld.PolicyNames, name) {
+			continue
+		}
+		if !created {
+			_, err := p.clb().CreateLoadBalancerPolicy(ctx, &elb.CreateLoadBalancerPolicyInput{
+				LoadBalancerName: aws.String(d.Name),
+				PolicyName:       aws.String(name),
+				PolicyTypeName:   aws.String("SSLNegotiationPolicyType"),
+				PolicyAttributes: []elbtypes.PolicyAttribute{{AttributeName: aws.String("Reference-Security-Policy"), AttributeValue: aws.String(d.Classic.SSLPolicy)}},
+			})
+			if err != nil && !isCode(err, "DuplicatePolicyName") {
+				return fmt.Errorf("creating TLS policy %s of %s: %w", d.Classic.SSLPolicy, d.Name, err)
+			}
+			created = true
+		}
+		_, err := p.clb().SetLoadBalancerPoliciesOfListener(ctx, &elb.SetLoadBalancerPoliciesOfListenerInput{
+			LoadBalancerName: aws.String(d.Name), LoadBalancerPort: l.LoadBalancerPort, PolicyNames: []string{name},
+		})
+		if err != nil {
+			return fmt.Errorf("setting TLS policy of %s port %d: %w", d.Name, l.LoadBalancerPort, err)
+		}
+	}
 	return nil
 }
 
@@ -355,7 +406,7 @@ func (p *Provider) reconcileClassicHealthCheck(ctx context.Context, d desiredLB,
 // reconcileClassicAttributes sets the attributes the Service asks for; others keep their value.
 func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
 	c := d.Classic
-	if c.CrossZone == nil && c.IdleTimeout == nil {
+	if c.CrossZone == nil && c.IdleTimeout == nil && c.Draining == nil && c.DrainingTimeout == nil {
 		return nil
 	}
 	out, err := p.clb().DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name)})
@@ -375,6 +426,22 @@ func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, 
 	if c.IdleTimeout != nil && (have.ConnectionSettings == nil || aws.ToInt32(have.ConnectionSettings.IdleTimeout) != *c.IdleTimeout) {
 		change.ConnectionSettings = &elbtypes.ConnectionSettings{IdleTimeout: aws.Int32(*c.IdleTimeout)}
 		changed = true
+	}
+	if c.Draining != nil || c.DrainingTimeout != nil {
+		want := elbtypes.ConnectionDraining{}
+		if have.ConnectionDraining != nil {
+			want = *have.ConnectionDraining
+		}
+		if c.Draining != nil {
+			want.Enabled = *c.Draining
+		}
+		if c.DrainingTimeout != nil {
+			want.Timeout = c.DrainingTimeout
+		}
+		if have.ConnectionDraining == nil || have.ConnectionDraining.Enabled != want.Enabled || aws.ToInt32(have.ConnectionDraining.Timeout) != aws.ToInt32(want.Timeout) {
+			change.ConnectionDraining = &want
+			changed = true
+		}
 	}
 	if !changed {
 		return nil
@@ -459,7 +526,7 @@ func elbInstances(ids []string) []elbtypes.Instance {
 // reconcileClassicSecurity converges the load balancer's security groups (its own, or the
 // configured ones), its own group's rules, and the node groups' rules letting it in.
 func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.Ref, d desiredLB, cur *elbtypes.LoadBalancerDescription, insts []instance) error {
-	groups := d.Classic.SecurityGroups
+	groups := slices.Clone(d.Classic.SecurityGroups)
 	if len(groups) == 0 {
 		own, err := p.ensureOwnSecurityGroup(ctx, d, aws.ToString(cur.VPCId))
 		if err != nil {
@@ -470,6 +537,9 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 		}
 		groups = []string{aws.ToString(own.GroupId)}
 	}
+	groups = append(groups, d.Classic.ExtraSecurityGroups...)
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
 	if a, b := slices.Sorted(slices.Values(cur.SecurityGroups)), slices.Sorted(slices.Values(groups)); !slices.Equal(a, b) {
 		if _, err := p.clb().ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(d.Name), SecurityGroups: groups}); err != nil {
 			return fmt.Errorf("applying security groups to %s: %w", d.Name, err)

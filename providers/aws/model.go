@@ -80,8 +80,15 @@ type classicSpec struct {
 	CrossZone     *bool
 	IdleTimeout   *int32
 	ProxyProtocol bool
+	// Draining and DrainingTimeout (seconds) are set when the Service asks.
+	Draining        *bool
+	DrainingTimeout *int32
+	// SSLPolicy is the predefined policy of the TLS listeners; "" keeps the AWS default.
+	SSLPolicy string
 	// SecurityGroups replace the load balancer's own group when not empty.
 	SecurityGroups []string
+	// ExtraSecurityGroups are added to the load balancer's groups.
+	ExtraSecurityGroups []string
 }
 
 type classicListener struct {
@@ -297,6 +304,9 @@ func nlbDesired(name string, lb *providers.LoadBalancer) (nlbSpec, error) {
 		tgProtocol := l.Protocol
 		if l.Protocol == "TCP" && sslPort(spec, pts[0]) {
 			l.Protocol, l.CertARN, l.SSLPolicy = "TLS", spec.SSLCert, defaultTLSPolicy
+			if spec.SSLNegotiationPolicy != "" {
+				l.SSLPolicy = spec.SSLNegotiationPolicy
+			}
 			if spec.BackendProtocol == "ssl" {
 				tgProtocol = "TLS"
 			}
@@ -410,6 +420,19 @@ func nlbWarnings(spec annotations.AWS) []string {
 	if spec.ConnectionIdleTimeout != nil {
 		w = append(w, notForKind(annotations.AWSConnectionIdleTimeout, "nlb"))
 	}
+	for _, k := range []struct {
+		set bool
+		key string
+	}{
+		{spec.ConnectionDraining != nil, annotations.AWSConnectionDrainingEnabled},
+		{spec.ConnectionDrainingTimeout != nil, annotations.AWSConnectionDrainingTimeout},
+		{len(spec.SecurityGroups) > 0, annotations.AWSSecurityGroups},
+		{len(spec.ExtraSecurityGroups) > 0, annotations.AWSExtraSecurityGroups},
+	} {
+		if k.set {
+			w = append(w, notForKind(k.key, "nlb"))
+		}
+	}
 	if spec.BackendProtocol == "http" || spec.BackendProtocol == "https" {
 		w = append(w, fmt.Sprintf("%s=%s does not apply to an NLB, which forwards TCP; it is ignored", annotations.AWSBackendProtocol, spec.BackendProtocol))
 	}
@@ -434,6 +457,17 @@ func classicDesired(lb *providers.LoadBalancer, defaultSGs []string) classicSpec
 		CrossZone:      spec.CrossZone,
 		ProxyProtocol:  spec.ProxyProtocol,
 		SecurityGroups: slices.Clone(defaultSGs),
+		Draining:       spec.ConnectionDraining,
+		SSLPolicy:      spec.SSLNegotiationPolicy,
+
+		ExtraSecurityGroups: slices.Clone(spec.ExtraSecurityGroups),
+	}
+	if len(spec.SecurityGroups) > 0 {
+		out.SecurityGroups = slices.Clone(spec.SecurityGroups)
+	}
+	if spec.ConnectionDrainingTimeout != nil {
+		s := int32(*spec.ConnectionDrainingTimeout / time.Second)
+		out.DrainingTimeout = &s
 	}
 	if spec.ConnectionIdleTimeout != nil {
 		s := int32(*spec.ConnectionIdleTimeout / time.Second)

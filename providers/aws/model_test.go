@@ -77,9 +77,22 @@ func TestDesiredNLB(t *testing.T) {
 				lb.Annotations.AWS.ProxyProtocol = true
 				lb.Annotations.AWS.ConnectionIdleTimeout = sec(30)
 				lb.Annotations.AWS.BackendProtocol = "http"
+				yes := true
+				lb.Annotations.AWS.ConnectionDraining = &yes
+				lb.Annotations.AWS.ConnectionDrainingTimeout = sec(10)
+				lb.Annotations.AWS.SecurityGroups = []string{"sg-1"}
+				lb.Annotations.AWS.ExtraSecurityGroups = []string{"sg-2"}
 			},
 			wantListeners: []string{"TCP:80->TCP:30080 TCP:traffic-port 30/10/3/3"},
-			wantWarnings:  []string{annotations.AWSProxyProtocol, annotations.AWSConnectionIdleTimeout, annotations.AWSBackendProtocol},
+			wantWarnings: []string{annotations.AWSProxyProtocol, annotations.AWSConnectionIdleTimeout, annotations.AWSBackendProtocol,
+				annotations.AWSConnectionDrainingEnabled, annotations.AWSConnectionDrainingTimeout, annotations.AWSSecurityGroups + " ", annotations.AWSExtraSecurityGroups},
+		},
+		{
+			name: "TLS policy",
+			mutate: func(lb *providers.LoadBalancer) {
+				lb.Annotations.AWS.SSLCert, lb.Annotations.AWS.SSLNegotiationPolicy = "arn:cert", "ELBSecurityPolicy-TLS13-1-2-2021-06"
+			},
+			wantListeners: []string{"TLS:80->TCP:30080 TCP:traffic-port 30/10/3/3 ELBSecurityPolicy-TLS13-1-2-2021-06"},
 		},
 		{
 			name:        "no node port",
@@ -125,6 +138,9 @@ func TestDesiredNLB(t *testing.T) {
 				hc := l.TG.HC
 				got = append(got, l.Protocol+":"+itoa(l.Port)+"->"+l.TG.Protocol+":"+itoa(l.TG.Port)+" "+hc.Protocol+":"+hc.Port+hc.Path+" "+
 					itoa(hc.Interval)+"/"+itoa(hc.Timeout)+"/"+itoa(hc.Healthy)+"/"+itoa(hc.Unhealthy))
+				if l.SSLPolicy != "" && l.SSLPolicy != defaultTLSPolicy {
+					got[len(got)-1] += " " + l.SSLPolicy
+				}
 			}
 			if !slices.Equal(got, tt.wantListeners) {
 				t.Errorf("listeners:\n got %q\nwant %q", got, tt.wantListeners)

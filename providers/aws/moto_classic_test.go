@@ -3,10 +3,12 @@ package aws
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 
 	"github.com/portico-lb/portico/annotations"
@@ -31,15 +33,24 @@ func TestClassicLifecycleMoto(t *testing.T) {
 	lb.Annotations.AWS.ProxyProtocol = true
 	lb.Annotations.AWS.ConnectionIdleTimeout = &idle
 	lb.Annotations.AWS.CrossZone = &yes
+	lb.Annotations.AWS.ConnectionDraining = &yes
+	drain := 45 * time.Second
+	lb.Annotations.AWS.ConnectionDrainingTimeout = &drain
+	lb.Annotations.AWS.SSLNegotiationPolicy = "ELBSecurityPolicy-TLS-1-2-2017-01"
+	extra, err := f.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("extra"), Description: aws.String("extra"), VpcId: aws.String(f.vpc)})
+	must(t, err)
+	lb.Annotations.AWS.ExtraSecurityGroups = []string{aws.ToString(extra.GroupId)}
 	st := ensure(t, p, lb)
 	name := lbName(testCluster, lb.Ref, annotations.AWSClassic, schemeInternetFacing)
 
+	var groups []string
 	describe := func() (listeners []string, instances []string, hc string, policies map[int32][]string) {
 		out, err := c.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: []string{name}})
 		must(t, err)
 		d := out.LoadBalancerDescriptions[0]
+		groups = d.SecurityGroups
 		for _, l := range d.ListenerDescriptions {
-			listeners = append(listeners, aws.ToString(l.Listener.Protocol)+":"+itoa(l.Listener.LoadBalancerPort)+"->"+itoa(aws.ToInt32(l.Listener.InstancePort))+" "+aws.ToString(l.Listener.SSLCertificateId))
+			listeners = append(listeners, aws.ToString(l.Listener.Protocol)+":"+itoa(l.Listener.LoadBalancerPort)+"->"+itoa(aws.ToInt32(l.Listener.InstancePort))+" "+aws.ToString(l.Listener.SSLCertificateId)+" "+strings.Join(l.PolicyNames, ","))
 		}
 		for _, in := range d.Instances {
 			instances = append(instances, aws.ToString(in.InstanceId))
@@ -57,7 +68,8 @@ func TestClassicLifecycleMoto(t *testing.T) {
 	}
 	id := func(i int) string { s, _ := instanceID(f.nodes[i].ProviderID); return s }
 	listeners, instances, hc, policies := describe()
-	if want := []string{"SSL:443->30443 " + f.certARN, "SSL:80->30080 " + f.certARN}; !slices.Equal(listeners, want) {
+	pol := " k8s-SSLNegotiationPolicy-ELBSecurityPolicy-TLS-1-2-2017-01"
+	if want := []string{"SSL:443->30443 " + f.certARN + pol, "SSL:80->30080 " + f.certARN + pol}; !slices.Equal(listeners, want) {
 		t.Errorf("listeners = %q, want %q", listeners, want)
 	}
 	if want := sorted(id(0), id(1)); !slices.Equal(instances, want) {
@@ -73,11 +85,15 @@ func TestClassicLifecycleMoto(t *testing.T) {
 	}
 	attrs, err := c.DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(name)})
 	must(t, err)
-	if a := attrs.LoadBalancerAttributes; !a.CrossZoneLoadBalancing.Enabled || aws.ToInt32(a.ConnectionSettings.IdleTimeout) != 120 {
-		t.Errorf("attributes: cross-zone %v, idle %v", a.CrossZoneLoadBalancing.Enabled, aws.ToInt32(a.ConnectionSettings.IdleTimeout))
+	if a := attrs.LoadBalancerAttributes; !a.CrossZoneLoadBalancing.Enabled || aws.ToInt32(a.ConnectionSettings.IdleTimeout) != 120 ||
+		!a.ConnectionDraining.Enabled || aws.ToInt32(a.ConnectionDraining.Timeout) != 45 {
+		t.Errorf("attributes: cross-zone %v, idle %v, draining %+v", a.CrossZoneLoadBalancing.Enabled, aws.ToInt32(a.ConnectionSettings.IdleTimeout), a.ConnectionDraining)
 	}
-	if rules := f.nodeRules(); len(rules) != 1 || rules[0][:4] != "-1:0" {
-		t.Errorf("node rules = %v, want one rule from the ELB's security group", rules)
+	if len(groups) != 2 || !slices.Contains(groups, aws.ToString(extra.GroupId)) {
+		t.Errorf("security groups %v: want its own and %s", groups, aws.ToString(extra.GroupId))
+	}
+	if rules := f.nodeRules(); len(rules) != 2 || rules[0][:4] != "-1:0" {
+		t.Errorf("node rules = %v, want one rule from each of the ELB's security groups", rules)
 	}
 
 	// Steady state: no writes.
