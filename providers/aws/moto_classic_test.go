@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
@@ -204,5 +205,45 @@ func TestConformanceMoto(t *testing.T) {
 	})
 	if left := f.owned(); len(left) != 0 {
 		t.Errorf("after the suite, moto still holds, tagged for the cluster: %v", left)
+	}
+}
+
+// TestAdoptionMoto: a provider that crashed after creating the NLB and a target group, before
+// the listener, is replaced by a fresh one: it finds both by name and tags and creates no
+// duplicate.
+func TestAdoptionMoto(t *testing.T) {
+	f := seed(t, 2)
+	lb := testLB("adopt", f.nodes)
+	lb.Annotations.AWS.Type = annotations.AWSNLB
+	first := ensure(t, f.provider(annotations.AWSClassic), lb)
+	ctx := context.Background()
+	c := elbv2.NewFromConfig(awsConfig(f.url))
+	name := lbName(testCluster, lb.Ref, annotations.AWSNLB, schemeInternetFacing)
+	lbs, err := c.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
+	must(t, err)
+	ls, err := c.DescribeListeners(ctx, &elbv2.DescribeListenersInput{LoadBalancerArn: lbs.LoadBalancers[0].LoadBalancerArn})
+	must(t, err)
+	for _, l := range ls.Listeners {
+		_, err := c.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: l.ListenerArn})
+		must(t, err)
+	}
+	tgsBefore, err := c.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{})
+	must(t, err)
+
+	second := ensure(t, f.provider(annotations.AWSClassic), lb)
+	if second.Ingress[0].Hostname != first.Ingress[0].Hostname {
+		t.Errorf("hostname changed: %s -> %s", first.Ingress[0].Hostname, second.Ingress[0].Hostname)
+	}
+	tgsAfter, err := c.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{})
+	must(t, err)
+	if len(f.nlbs()) != 1 || len(tgsAfter.TargetGroups) != len(tgsBefore.TargetGroups) {
+		t.Errorf("after adoption: %d NLBs, %d target groups (before %d); want 1 and no new group", len(f.nlbs()), len(tgsAfter.TargetGroups), len(tgsBefore.TargetGroups))
+	}
+	if got := f.nlbs()[name].Listeners; !slices.Equal(got, []string{"TCP:80->TCP:30080"}) {
+		t.Errorf("listeners after adoption: %v", got)
+	}
+	must(t, f.provider(annotations.AWSClassic).Delete(ctx, lb.Ref))
+	if left := f.owned(); len(left) != 0 {
+		t.Errorf("after Delete: %v", left)
 	}
 }
