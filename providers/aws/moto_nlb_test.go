@@ -229,6 +229,20 @@ func TestNLBLifecycleMoto(t *testing.T) {
 	}
 	t.Logf("steady-state Ensure with 4 listeners: %d Describe calls", reads)
 
+	// A second NLB with the same source range shares the ICMP rule: its steady state writes nothing either.
+	other := testLB("web2", f.nodes[:1])
+	other.Annotations.AWS.Type = annotations.AWSNLB
+	other.SourceRanges = lb.SourceRanges
+	ensure(t, p, other)
+	before = f.calls()
+	ensure(t, p, other)
+	for op, n := range f.calls() {
+		if d := n - before[op]; d > 0 && !isRead(op) {
+			t.Errorf("steady-state Ensure of a second NLB made %v %s call(s)", d, op)
+		}
+	}
+	must(t, p.Delete(ctx, other.Ref))
+
 	// Node change: node 1 out, node 2 in; one register and one deregister per target group.
 	lb.Nodes = []providers.Node{f.nodes[0], f.nodes[2]}
 	before = f.calls()

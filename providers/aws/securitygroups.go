@@ -82,11 +82,16 @@ func (p *Provider) reconcileRules(ctx context.Context, g ec2types.SecurityGroup,
 	for _, r := range ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lbName }) {
 		have[r.key()] = r
 	}
+	// A rule the group already holds under another description (another Service's ICMP rule
+	// from the same range, or one an admin added) already lets the traffic in: adding ours
+	// would fail as a duplicate on every call.
+	present := map[string]bool{}
+	visit(g.IpPermissions, func(r sgRule, _ string) { present[r.key()] = true })
 	var add []sgRule
 	wanted := map[string]bool{}
 	for _, r := range want {
 		wanted[r.key()] = true
-		if _, ok := have[r.key()]; !ok {
+		if !present[r.key()] {
 			add = append(add, r)
 		}
 	}
