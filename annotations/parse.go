@@ -71,12 +71,21 @@ func Parse(annotations map[string]string) (Spec, field.ErrorList) {
 		}
 	}
 
-	// Two different keys that set the same thing must agree; Portico's own key wins.
-	if p, ok := winners[Internal]; ok {
-		if a, ok := winners[AWSLoadBalancerInternal]; ok && p.parsed.Internal != a.parsed.Internal {
-			errs.add(a.name, a.value, fmt.Sprintf("means internal=%t, which conflicts with %s=%q; set one of them, or make them agree",
-				a.parsed.Internal, p.name, p.value))
-			spec.Internal = p.parsed.Internal
+	// Different keys that set the same thing must agree; the first in this order wins.
+	var firstInternal *winner
+	for _, key := range []string{Internal, AWSLoadBalancerInternal, AWSLoadBalancerScheme} {
+		w, ok := winners[key]
+		if !ok {
+			continue
+		}
+		if firstInternal == nil {
+			firstInternal = &w
+			continue
+		}
+		if w.parsed.Internal != firstInternal.parsed.Internal {
+			errs.add(w.name, w.value, fmt.Sprintf("means internal=%t, which conflicts with %s=%q; set one of them, or make them agree",
+				w.parsed.Internal, firstInternal.name, firstInternal.value))
+			spec.Internal = firstInternal.parsed.Internal
 		}
 	}
 
@@ -319,6 +328,18 @@ func parseAWSInternal(v string, s *Spec) []problem {
 	return nil
 }
 
+func parseAWSScheme(v string, s *Spec) []problem {
+	switch v {
+	case "internal":
+		s.Internal = true
+		return nil
+	case "internet-facing":
+		s.Internal = false
+		return nil
+	}
+	return []problem{{v, `must be "internal" or "internet-facing"`}}
+}
+
 func parseAWSType(v string, s *Spec) []problem {
 	switch v {
 	case "nlb":
@@ -447,6 +468,60 @@ func parseAWSSSLPorts(v string, s *Spec) []problem {
 		out = append(out, item)
 	}
 	s.AWS.SSLPorts = out
+	return probs
+}
+
+func parseAWSSSLNegotiationPolicy(v string, s *Spec) []problem {
+	if v == "" || len(v) > 128 || strings.IndexFunc(v, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r))
+	}) >= 0 {
+		return []problem{{v, "must be a predefined policy name such as ELBSecurityPolicy-TLS13-1-2-2021-06 (letters, digits, '-', '_', '.')"}}
+	}
+	s.AWS.SSLNegotiationPolicy = v
+	return nil
+}
+
+func parseAWSDrainingEnabled(v string, s *Spec) []problem {
+	b, probs := parseBool(v)
+	if probs == nil {
+		s.AWS.ConnectionDraining = &b
+	}
+	return probs
+}
+
+func parseAWSDrainingTimeout(v string, s *Spec) []problem {
+	d, probs := parseSeconds(v, 1, 3600)
+	s.AWS.ConnectionDrainingTimeout = d
+	return probs
+}
+
+// parseGroupIDs parses a list of security group IDs.
+func parseGroupIDs(v string) ([]string, []problem) {
+	items, probs := splitList(v, "security group", nil)
+	var out []string
+	for _, item := range items {
+		rest, ok := strings.CutPrefix(item, "sg-")
+		if !ok || rest == "" || strings.Trim(rest, "0123456789abcdef") != "" {
+			probs = append(probs, problem{item, "must be a security group ID such as sg-0123456789abcdef0"})
+			continue
+		}
+		out = append(out, item)
+	}
+	if len(items) == 0 && probs == nil {
+		probs = append(probs, problem{v, "must list at least one security group ID; remove the annotation for the default"})
+	}
+	return out, probs
+}
+
+func parseAWSSecurityGroups(v string, s *Spec) []problem {
+	ids, probs := parseGroupIDs(v)
+	s.AWS.SecurityGroups = ids
+	return probs
+}
+
+func parseAWSExtraSecurityGroups(v string, s *Spec) []problem {
+	ids, probs := parseGroupIDs(v)
+	s.AWS.ExtraSecurityGroups = ids
 	return probs
 }
 

@@ -292,7 +292,30 @@ var parseCases = []parseCase{
 		errs: []wantErr{{"portico-lb.io/something-else", "x", "unknown portico-lb.io/ annotation; known keys: portico-lb.io/internal"}}},
 	{name: "foreign keys are ignored", in: map[string]string{
 		"metallb.io/ip-allocated-from-pool": "x", "kube-vip.io/vipHost": "n1", "example.com/whatever": "y",
-		"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal", "portico-lb.iox/internal": "nope"}},
+		"service.beta.kubernetes.io/aws-load-balancer-name": "x", "portico-lb.iox/internal": "nope"}},
+
+	// aws-load-balancer-scheme
+	{name: "scheme internal", in: map[string]string{AWSLoadBalancerScheme: "internal"}, want: func(s *Spec) { s.Internal = true }},
+	{name: "scheme internet-facing agrees with internal false", in: map[string]string{AWSLoadBalancerScheme: "internet-facing", Internal: "false"}},
+	{name: "scheme conflicts with the AWS internal key", in: map[string]string{AWSLoadBalancerScheme: "internet-facing", AWSLoadBalancerInternal: "true"},
+		want: func(s *Spec) { s.Internal = true },
+		errs: []wantErr{{AWSLoadBalancerScheme, "internet-facing", "conflicts with service.beta.kubernetes.io/aws-load-balancer-internal"}}},
+	{name: "scheme bad value", in: map[string]string{AWSLoadBalancerScheme: "Internal"}, errs: []wantErr{{AWSLoadBalancerScheme, "Internal", `"internal" or "internet-facing"`}}},
+
+	// TLS policy, draining, security groups
+	{name: "ssl negotiation policy", in: map[string]string{AWSSSLNegotiationPolicy: "ELBSecurityPolicy-TLS13-1-2-2021-06"},
+		want: func(s *Spec) { s.AWS.SSLNegotiationPolicy = "ELBSecurityPolicy-TLS13-1-2-2021-06" }},
+	{name: "ssl negotiation policy bad", in: map[string]string{AWSSSLNegotiationPolicy: "my policy"}, errs: []wantErr{{AWSSSLNegotiationPolicy, "my policy", "predefined policy name"}}},
+	{name: "connection draining", in: map[string]string{AWSConnectionDrainingEnabled: "true", AWSConnectionDrainingTimeout: "60"},
+		want: func(s *Spec) { s.AWS.ConnectionDraining, s.AWS.ConnectionDrainingTimeout = boolp(true), secs(60) }},
+	{name: "connection draining bad", in: map[string]string{AWSConnectionDrainingEnabled: "on", AWSConnectionDrainingTimeout: "0"},
+		errs: []wantErr{{AWSConnectionDrainingEnabled, "on", `"true" or "false"`}, {AWSConnectionDrainingTimeout, "0", "from 1 to 3600"}}},
+	{name: "security groups", in: map[string]string{AWSSecurityGroups: "sg-0a1, sg-0b2", AWSExtraSecurityGroups: "sg-ff"},
+		want: func(s *Spec) {
+			s.AWS.SecurityGroups, s.AWS.ExtraSecurityGroups = []string{"sg-0a1", "sg-0b2"}, []string{"sg-ff"}
+		}},
+	{name: "security groups bad", in: map[string]string{AWSSecurityGroups: "web", AWSExtraSecurityGroups: ""},
+		errs: []wantErr{{AWSExtraSecurityGroups, "", "at least one"}, {AWSSecurityGroups, "web", "security group ID"}}},
 
 	// several problems at once, sorted by key
 	{name: "every problem reported in key order", in: map[string]string{

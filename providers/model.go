@@ -119,6 +119,10 @@ type Ingress struct {
 // Status is what a provider observed after converging.
 type Status struct {
 	Ingress []Ingress
+	// Warnings describe settings the provider ignored (e.g. an annotation that does not apply to
+	// the chosen kind of load balancer). The controller reports each as a Warning Event; they
+	// never fail the call.
+	Warnings []string
 }
 
 // Capabilities tell the controller what a provider can express, so that unsupported requests
