@@ -170,6 +170,10 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 		status = ToServiceStatus(st)
 		r.remember(key, applied{hash: hash, at: time.Now(), status: status})
 		if changed {
+			// Warnings are reported when the model changes, not on every drift resync.
+			for _, w := range st.Warnings {
+				r.event(svc, corev1.EventTypeWarning, EventSettingIgnored, eventActionEnsure, w)
+			}
 			r.event(svc, corev1.EventTypeNormal, EventEnsured, eventActionEnsure, "Ensured load balancer")
 		}
 		logger.V(1).Info("ensured load balancer", "provider", p.Name(), "changed", changed)

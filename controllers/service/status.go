@@ -25,14 +25,17 @@ const (
 
 // Event reasons (the upstream service controller's, plus InvalidSpec).
 const (
-	EventEnsuring        = "EnsuringLoadBalancer"
-	EventEnsured         = "EnsuredLoadBalancer"
-	EventSyncFailed      = "SyncLoadBalancerFailed"
-	EventDeleting        = "DeletingLoadBalancer"
-	EventDeleted         = "DeletedLoadBalancer"
-	EventDeleteFailed    = "DeleteLoadBalancerFailed"
-	EventNoNodes         = "UnAvailableLoadBalancer"
-	EventInvalidSpec     = "InvalidSpec"
+	EventEnsuring     = "EnsuringLoadBalancer"
+	EventEnsured      = "EnsuredLoadBalancer"
+	EventSyncFailed   = "SyncLoadBalancerFailed"
+	EventDeleting     = "DeletingLoadBalancer"
+	EventDeleted      = "DeletedLoadBalancer"
+	EventDeleteFailed = "DeleteLoadBalancerFailed"
+	EventNoNodes      = "UnAvailableLoadBalancer"
+	EventInvalidSpec  = "InvalidSpec"
+	// EventSettingIgnored: the provider accepted the Service but ignores a setting (e.g. an
+	// annotation that does not apply to the chosen kind of load balancer).
+	EventSettingIgnored  = "SettingIgnored"
 	eventActionEnsure    = "Ensure"
 	eventActionDelete    = "Delete"
 	eventActionValidate  = "Validate"

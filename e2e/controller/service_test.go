@@ -185,6 +185,16 @@ func TestInvalidAnnotationReportedWithoutProviderCall(t *testing.T) {
 	e.waitCondition("good", metav1.ConditionTrue, service.ReasonProvisioned)
 }
 
+// TestProviderWarningsBecomeEvents: a setting the provider ignores is a Warning Event on the
+// Service, reported when the model changes (not on every resync), and the load balancer works.
+func TestProviderWarningsBecomeEvents(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.prov.WarnWith("metadata.annotations[example]: ignored by this provider")
+	e.create(e.lbService("warned"))
+	e.waitIngress("warned")
+	e.waitEvent("warned", service.EventSettingIgnored)
+}
+
 func TestUnsupportedSpecFields(t *testing.T) {
 	caps := providers.Capabilities{NeedsNodePorts: true}
 	e := newEnv(t, envOptions{caps: &caps})

@@ -60,7 +60,12 @@ func (b *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 	if err != nil {
 		return nil, cloudError(err, "ensuring load balancer for "+lb.Ref.String())
 	}
-	klog.FromContext(ctx).V(2).Info("Ensured load balancer", "service", klog.KObj(svc), "provider", b.provider.Name(), "nodes", len(lb.Nodes))
+	logger := klog.FromContext(ctx)
+	logger.V(2).Info("Ensured load balancer", "service", klog.KObj(svc), "provider", b.provider.Name(), "nodes", len(lb.Nodes))
+	// The stock controller has no way to turn these into Events: they are logged.
+	for _, w := range st.Warnings {
+		logger.Info("Provider ignores a setting", "service", klog.KObj(svc), "warning", w)
+	}
 	status := service.ToServiceStatus(st)
 	return &status, nil
 }
