@@ -302,12 +302,12 @@ func TestOwnedAndCalls(t *testing.T) {
 	// Exactly the calls made since Record, harness calls (Owned) left out.
 	calls := srv.Calls(t)
 	wantCalls := moto.Calls{
-		{Service: moto.ServiceELBv2, Action: "CreateLoadBalancer"}: 2,
-		{Service: moto.ServiceELBv2, Action: "CreateTargetGroup"}:  2,
-		{Service: moto.ServiceELBv2, Action: "CreateListener"}:     2,
-		{Service: moto.ServiceEC2, Action: "CreateSecurityGroup"}:  1,
-		{Service: moto.ServiceEC2, Action: "AllocateAddress"}:      1,
-		{Service: moto.ServiceELB, Action: "CreateLoadBalancer"}:   1,
+		{Service: moto.ServiceELBv2, Action: "CreateLoadBalancer"}:  2,
+		{Service: moto.ServiceELBv2, Action: "CreateTargetGroup"}:   2,
+		{Service: moto.ServiceELBv2, Action: "CreateListener"}:      2,
+		{Service: moto.ServiceEC2, Action: "CreateSecurityGroup"}:   1,
+		{Service: moto.ServiceEC2, Action: "AllocateAddress"}:       1,
+		{Service: moto.ServiceELB, Action: "CreateLoadBalancer"}:    1,
 		{Service: moto.ServiceELB, Action: "DescribeLoadBalancers"}: 1,
 	}
 	if calls.String() != wantCalls.String() {
