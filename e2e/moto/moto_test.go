@@ -147,6 +147,9 @@ func TestSeed(t *testing.T) {
 		if aws.ToString(in.PrivateIpAddress) != n.PrivateIP || aws.ToString(in.PrivateDnsName) != n.Name {
 			t.Errorf("node %d: instance has %s %s, node says %s %s", i, aws.ToString(in.PrivateIpAddress), aws.ToString(in.PrivateDnsName), n.PrivateIP, n.Name)
 		}
+		if v, _ := tagOf(in.Tags, moto.ClusterTag(cluster)); v != "owned" {
+			t.Errorf("node %d instance cluster tag = %q, want owned", i, v)
+		}
 		if len(in.SecurityGroups) != 1 || aws.ToString(in.SecurityGroups[0].GroupId) != f.NodeSecurityGroupID {
 			t.Errorf("node %d security groups %v, want only %s", i, in.SecurityGroups, f.NodeSecurityGroupID)
 		}
@@ -158,6 +161,10 @@ func TestSeed(t *testing.T) {
 		if kn.Name != n.Name || kn.Spec.ProviderID != n.ProviderID || kn.Status.Addresses[0].Address != n.PrivateIP ||
 			kn.Labels["topology.kubernetes.io/zone"] != n.AZ || kn.Labels["pool"] != "a" {
 			t.Errorf("KubeNode(%d) = %+v", i, kn)
+		}
+		if pn := f.ProviderNode(n, nil); pn.Name != n.Name || pn.ProviderID != n.ProviderID ||
+			len(pn.Addresses) != 1 || pn.Addresses[0].String() != n.PrivateIP {
+			t.Errorf("ProviderNode(%d) = %+v", i, pn)
 		}
 	}
 	sgs, err := ec.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{f.NodeSecurityGroupID}})

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net/netip"
 	"sort"
 	"testing"
 	"time"
@@ -21,6 +22,8 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/portico-lb/portico/providers"
 )
 
 // Tag keys of the Kubernetes AWS conventions that Seed writes and Owned reads.
@@ -401,6 +404,25 @@ func (f *Fixture) KubeNodes() []*corev1.Node {
 	out := make([]*corev1.Node, len(f.Nodes))
 	for i, n := range f.Nodes {
 		out[i] = f.KubeNode(n, nil)
+	}
+	return out
+}
+
+// ProviderNode returns n as the provider model's node (name, providerID, InternalIP), with
+// the zone label and extra labels.
+func (f *Fixture) ProviderNode(n Node, labels map[string]string) providers.Node {
+	l := map[string]string{"kubernetes.io/hostname": n.Name, "topology.kubernetes.io/zone": n.AZ}
+	for k, v := range labels {
+		l[k] = v
+	}
+	return providers.Node{Name: n.Name, ProviderID: n.ProviderID, Addresses: []netip.Addr{netip.MustParseAddr(n.PrivateIP)}, Labels: l}
+}
+
+// ProviderNodes returns ProviderNode for every seeded node, without extra labels.
+func (f *Fixture) ProviderNodes() []providers.Node {
+	out := make([]providers.Node, len(f.Nodes))
+	for i, n := range f.Nodes {
+		out[i] = f.ProviderNode(n, nil)
 	}
 	return out
 }
