@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -511,8 +512,9 @@ func TestProxyOnCall(t *testing.T) {
 	srv := moto.Shared(t)
 	ctx := ctxFor(t)
 	p := srv.Proxy(t)
+	var mu sync.Mutex
 	var seen []string
-	p.OnCall(func(c moto.Call) { seen = append(seen, c.String()) })
+	p.OnCall(func(c moto.Call) { mu.Lock(); seen = append(seen, c.String()); mu.Unlock() })
 	ec := ec2.NewFromConfig(p.AWSConfig(ctx))
 	if _, err := ec.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{}); err != nil {
 		t.Fatal(err)
@@ -520,6 +522,8 @@ func TestProxyOnCall(t *testing.T) {
 	if _, err := ec.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("198.18.0.0/24")}); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if got := strings.Join(seen, " "); got != "ec2:DescribeVpcs ec2:CreateVpc" {
 		t.Errorf("OnCall saw %q", got)
 	}
