@@ -82,7 +82,7 @@ type LoadBalancer struct {
 	// observed, not desired, state: left out of the JSON form (the controller's model hash), so
 	// that writing the status Ensure returned does not cause another Ensure.
 	CurrentIPs []netip.Addr `json:"-"`
-	Ports        []Port
+	Ports      []Port
 	// SourceRanges allowed to reach the load balancer; empty means everyone.
 	SourceRanges []netip.Prefix
 	// LocalTrafficOnly is externalTrafficPolicy=Local: only nodes with a ready local endpoint,
