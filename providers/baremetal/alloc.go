@@ -243,8 +243,16 @@ func (a *Allocator) Assign(pools []*Pool, req Request) ([]netip.Addr, error) {
 		}
 	}
 	if req.Pool != "" {
-		if p := findPool(pools, req.Pool); p != nil && p.Internal != req.Internal {
+		p := findPool(pools, req.Pool)
+		if p != nil && p.Internal != req.Internal {
 			return nil, providers.Invalid(fieldPool, "pool %q is %s but the Service is %s (%s)", p.Name, internalWord(p.Internal), internalWord(req.Internal), annotations.Internal)
+		}
+		if p != nil && len(p.Problems) == 0 && req.Policy != providers.PreferDualStack {
+			for _, fam := range req.Families {
+				if !slices.Contains(p.Families(), fam) {
+					return nil, providers.Invalid(fieldPool, "pool %q has no %s addresses, which %s ask for", p.Name, fam, fieldFamilies)
+				}
+			}
 		}
 	}
 	if err := a.checkRequested(req); err != nil {
