@@ -260,17 +260,24 @@ func (a *Allocator) Assign(pools []*Pool, req Request) ([]netip.Addr, error) {
 	}
 
 	var out []netip.Addr
-	for i, fam := range req.Families {
+	var firstPending error
+	for _, fam := range req.Families {
 		ip, err := a.assignFamily(pools, req, fam, held, out)
 		if err == nil {
 			out = append(out, ip)
 			continue
 		}
-		// PreferDualStack gets what it can, but at least the first family.
-		if _, isPending := err.(*PendingError); isPending && req.Policy == providers.PreferDualStack && i > 0 {
+		// PreferDualStack gets the families it can, at least one.
+		if _, isPending := err.(*PendingError); isPending && req.Policy == providers.PreferDualStack {
+			if firstPending == nil {
+				firstPending = err
+			}
 			continue
 		}
 		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, firstPending
 	}
 	a.set(req.Ref, out, req.Sharing)
 	return slices.Clone(out), nil

@@ -200,6 +200,9 @@ func TestAllocator(t *testing.T) {
 			{req: req("e", families(dual, providers.RequireDualStack)), pools: []v1alpha1.AddressPool{mkpool("dual", 0, []string{"198.18.10.0/30"})}, pending: "no usable IPv6"},
 			{req: req("f", families(dual, providers.PreferDualStack)), want: []string{"198.18.10.2"}},
 			{req: req("g", families(dual, providers.RequireDualStack), inPool("dual")), invalid: `pool "dual" has no IPv6 addresses`},
+			{req: req("h", families([]providers.IPFamily{providers.IPv6, providers.IPv4}, providers.PreferDualStack)), pending: "no usable IPv6"},
+			{req: req("f"), release: true},
+			{req: req("h", families([]providers.IPFamily{providers.IPv6, providers.IPv4}, providers.PreferDualStack)), want: []string{"198.18.10.2"}},
 		}},
 		{name: "held addresses survive pool edits, conflicts and deletion", pools: small, steps: []step{
 			{req: req("a"), want: []string{"198.18.10.1"}},
