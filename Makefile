@@ -7,8 +7,9 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/e2e')
 E2E_PKGS  = ./e2e/...
 GOTEST_FLAGS ?= -count=1
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 
-.PHONY: help build test test-unit test-e2e bench bench-scale lint tools demo clean-lab
+.PHONY: help build generate test test-unit test-e2e bench bench-scale lint tools demo clean-lab
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -16,6 +17,9 @@ help: ## list the targets
 build: ## build every binary into ./bin
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
+
+generate: ## regenerate deepcopy code and CRD manifests (deploy/crds) from api/
+	$(GO) run $(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=deploy/crds
 
 tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, kube-proxy and etcd
 	$(GO) run ./e2e/tools/k8sbin

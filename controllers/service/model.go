@@ -36,6 +36,12 @@ func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
 		Annotations:         ann,
 		Nodes:               EligibleNodes(nodes),
+		Labels:              svc.Labels,
+		Selector:            svc.Spec.Selector,
+		CurrentIPs:          ingressIPs(svc),
+	}
+	if p := svc.Spec.IPFamilyPolicy; p != nil {
+		lb.IPFamilyPolicy = providers.IPFamilyPolicy(*p)
 	}
 	if svc.Spec.LoadBalancerClass != nil {
 		lb.Class = *svc.Spec.LoadBalancerClass
@@ -62,6 +68,17 @@ func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.
 		return nil, errs
 	}
 	return lb, nil
+}
+
+// ingressIPs returns the IPs status.loadBalancer.ingress reports, in order.
+func ingressIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if ip, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
 }
 
 func allocatesNodePorts(svc *corev1.Service) bool {
