@@ -29,7 +29,6 @@ import (
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/controllers"
-	"github.com/portico-lb/portico/controllers/pool"
 	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/e2e/cluster"
 	"github.com/portico-lb/portico/providers"
@@ -174,15 +173,9 @@ func (e *env) start(leaderElect bool) *controller {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	mgr, err := controllers.NewManager(cfg, testCluster.Config(), ctrl.Log.WithName(e.ns), map[string]providers.Provider{baremetal.Name: prov})
+	// NewManager adds the v1alpha1 scheme and the pool reconciler since a class maps to baremetal.
+	mgr, err := controllers.NewManager(context.Background(), cfg, testCluster.Config(), ctrl.Log.WithName(e.ns), map[string]providers.Provider{baremetal.Name: prov})
 	if err != nil {
-		e.t.Fatal(err)
-	}
-	// What the lead's manager.go edit does: the v1alpha1 scheme and the pool reconciler.
-	if err := v1alpha1.AddToScheme(mgr.GetScheme()); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := pool.SetupWithManager(mgr); err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
