@@ -14,17 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/config"
@@ -41,7 +37,7 @@ func TestMain(m *testing.M) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	c, err := cluster.Start(ctx, cluster.Options{Controllers: []string{}, ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}})
 	if err == nil {
-		err = installCRDs(ctx, c)
+		err = c.InstallCRDs(ctx, filepath.Join("..", "..", "deploy", "crds"))
 	}
 	cancel()
 	if err != nil {
@@ -61,39 +57,6 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
-}
-
-// installCRDs applies every manifest of deploy/crds and waits until AddressPools can be listed.
-func installCRDs(ctx context.Context, c *cluster.Cluster) error {
-	dyn, err := dynamic.NewForConfig(c.Config())
-	if err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join("..", "..", "deploy", "crds", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in deploy/crds (%v)", err)
-	}
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var obj map[string]any
-		if err := yaml.Unmarshal(b, &obj); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if _, err := dyn.Resource(crdGVR).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating CRD from %s: %w", f, err)
-		}
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return cl.List(ctx, &v1alpha1.AddressPoolList{}) == nil, nil
-	})
 }
 
 func newClient(c *cluster.Cluster) (client.Client, error) {
