@@ -25,7 +25,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics on /metrics
 	"k8s.io/klog/v2"
 
-	"github.com/portico-lb/portico/providers/ccm"
+	"github.com/portico-lb/portico/controllers/ccm"
 )
 
 func main() {

@@ -23,9 +23,9 @@ import (
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/controllers"
+	"github.com/portico-lb/portico/controllers/ccm"
 	"github.com/portico-lb/portico/e2e/cluster"
 	"github.com/portico-lb/portico/providers"
-	"github.com/portico-lb/portico/providers/ccm"
 	"github.com/portico-lb/portico/providers/reference"
 	ctrl "sigs.k8s.io/controller-runtime"
 )

@@ -8,7 +8,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/portico-lb/portico/controllers/service"
+	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -34,7 +34,7 @@ func (b *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev
 	if err != nil {
 		return nil, false, cloudError(err, "getting load balancer for "+ref.String())
 	}
-	status := service.ToServiceStatus(st)
+	status := servicemodel.ToServiceStatus(st)
 	return &status, true, nil
 }
 
@@ -61,7 +61,7 @@ func (b *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 		return nil, cloudError(err, "ensuring load balancer for "+lb.Ref.String())
 	}
 	klog.FromContext(ctx).V(2).Info("Ensured load balancer", "service", klog.KObj(svc), "provider", b.provider.Name(), "nodes", len(lb.Nodes))
-	status := service.ToServiceStatus(st)
+	status := servicemodel.ToServiceStatus(st)
 	return &status, nil
 }
 
@@ -102,7 +102,7 @@ func (b *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 
 // build is the pure step: Service and nodes in, desired model or every problem out.
 func (b *loadBalancer) build(svc *corev1.Service, nodes []*corev1.Node) (*providers.LoadBalancer, error) {
-	lb, errs := service.BuildLoadBalancer(svc, derefNodes(nodes), b.caps)
+	lb, errs := servicemodel.BuildLoadBalancer(svc, derefNodes(nodes), b.caps)
 	if len(errs) > 0 {
 		return nil, &InvalidServiceError{Service: refOf(svc).String(), Errs: errs}
 	}

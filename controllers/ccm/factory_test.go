@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/portico-lb/portico/providers/ccm"
+	"github.com/portico-lb/portico/controllers/ccm"
 )
 
 func TestFactory(t *testing.T) {
