@@ -404,7 +404,7 @@ func (b *Builder) render(sp *ServicePort) *portRules {
 			rules := append([]string{x.match + " " + b.mark()}, b.balance(x.match, key, cluster, sp)...)
 			p.nat = append(p.nat, fragment{x.chain, rules})
 		}
-		if x.lbIP.IsValid() && len(sp.SourceRanges) > 0 {
+		if x.lbIP.IsValid() && (len(sp.SourceRanges) > 0 || sp.SourceRangesInvalid) {
 			p.filterFirst = append(p.filterFirst, b.sourceRanges(sp, x.lbIP)...)
 		}
 	}
@@ -459,13 +459,14 @@ func (b *Builder) balance(match, key string, eps []Endpoint, sp *ServicePort) []
 	return out
 }
 
-// sourceRanges admit new connections to an LB IP from the allowed ranges and drop the rest. They
-// run in filter after DNAT, so they match the original destination through conntrack.
+// sourceRanges admit new connections to an LB IP from the allowed ranges and drop the rest (all
+// of them when the ranges are invalid). They run in filter after DNAT, so they match the
+// original destination through conntrack.
 func (b *Builder) sourceRanges(sp *ServicePort, lbIP netip.Addr) []string {
 	orig := fmt.Sprintf("-p %s -m conntrack --ctorigdst %s --ctorigdstport %d", sp.Protocol, lbIP, sp.Port)
 	var out []string
 	for _, r := range sp.SourceRanges {
-		if b.cfg.Family.Contains(r.Addr()) {
+		if !sp.SourceRangesInvalid && b.cfg.Family.Contains(r.Addr()) {
 			out = append(out, fmt.Sprintf("-s %s %s -j RETURN", r.Masked(), orig))
 		}
 	}
