@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/e2e/cluster"
@@ -391,5 +392,28 @@ func TestRequestedIPs(t *testing.T) {
 	s := e.waitCondition("outside", metav1.ConditionFalse, service.ReasonInvalidSpec)
 	if len(s.Status.LoadBalancer.Ingress) != 0 {
 		t.Errorf("outside: got ingress %v", s.Status.LoadBalancer.Ingress)
+	}
+}
+
+// TestInvalidSourceRangesReported: a source-range annotation Portico rejects (a duplicate after
+// masking, which the apiserver accepts) is reported on the Service with its field path, and
+// the working load balancer and its ingress are kept. e2e/agent's
+// TestInvalidSourceRangesNeverHalfApplied shows by packets what the agent does meanwhile.
+func TestInvalidSourceRangesReported(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(e.lbService("ranges", func(s *corev1.Service) {
+		s.Annotations = map[string]string{annotations.SourceRanges: "198.18.5.0/24"}
+	}))
+	ing := e.waitIngress("ranges").Status.LoadBalancer.Ingress
+	e.update("ranges", func(s *corev1.Service) {
+		s.Annotations = map[string]string{annotations.SourceRanges: "198.18.5.0/24, 198.18.5.7/24"}
+	})
+	s := e.waitCondition("ranges", metav1.ConditionFalse, service.ReasonInvalidSpec)
+	if msg, want := s.Status.Conditions[0].Message, "metadata.annotations["+annotations.SourceRanges+"]"; !strings.Contains(msg, want) {
+		t.Errorf("condition message %q does not name %s", msg, want)
+	}
+	e.waitEvent("ranges", service.EventInvalidSpec)
+	if !slices.EqualFunc(s.Status.LoadBalancer.Ingress, ing, func(a, b corev1.LoadBalancerIngress) bool { return a.IP == b.IP }) {
+		t.Errorf("ingress changed after an invalid update: %v -> %v", ing, s.Status.LoadBalancer.Ingress)
 	}
 }
