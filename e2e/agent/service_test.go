@@ -220,7 +220,7 @@ func TestLoadBalancerSourceRangesFromTheAnnotation(t *testing.T) {
 }
 
 // TestInvalidSourceRangesNeverHalfApplied: when a working Service's source ranges become
-// invalid (a duplicate after masking, which the apiserver accepts and the controller reports as
+// invalid (a repeated CIDR, which the apiserver accepts and the controller reports as
 // InvalidSpec while keeping the load balancer and its ingress), the agent enforces neither a
 // part of the ranges nor none: no source reaches the LoadBalancer IP, not even one the invalid
 // value names, until the value is fixed. ClusterIP and NodePort are not restricted by source

@@ -395,8 +395,8 @@ func TestRequestedIPs(t *testing.T) {
 	}
 }
 
-// TestInvalidSourceRangesReported: a source-range annotation Portico rejects (a duplicate after
-// masking, which the apiserver accepts) is reported on the Service with its field path, and
+// TestInvalidSourceRangesReported: a source-range annotation Portico rejects (a repeated CIDR,
+// which the apiserver accepts) is reported on the Service with its field path, and
 // the working load balancer and its ingress are kept. e2e/agent's
 // TestInvalidSourceRangesNeverHalfApplied shows by packets what the agent does meanwhile.
 func TestInvalidSourceRangesReported(t *testing.T) {
@@ -406,7 +406,7 @@ func TestInvalidSourceRangesReported(t *testing.T) {
 	}))
 	ing := e.waitIngress("ranges").Status.LoadBalancer.Ingress
 	e.update("ranges", func(s *corev1.Service) {
-		s.Annotations = map[string]string{annotations.SourceRanges: "198.18.5.0/24, 198.18.5.7/24"}
+		s.Annotations = map[string]string{annotations.SourceRanges: "198.18.5.0/24, 198.18.5.0/24"}
 	})
 	s := e.waitCondition("ranges", metav1.ConditionFalse, service.ReasonInvalidSpec)
 	if msg, want := s.Status.Conditions[0].Message, "metadata.annotations["+annotations.SourceRanges+"]"; !strings.Contains(msg, want) {
