@@ -36,43 +36,16 @@ func Parse(annotations map[string]string) (Spec, field.ErrorList) {
 	spec := Spec{AWS: AWS{Type: AWSClassic}}
 	var errs keyedErrors
 
-	// winner records, per canonical key, which of its names was used and what it parsed to.
-	type winner struct {
-		name, value string
-		parsed      Spec
-	}
-	winners := map[string]winner{}
+	// winners records, per canonical key, which of its names was used and what it parsed to.
+	winners := map[string]keyWinner{}
 	for _, k := range Keys {
-		var first *winner
-		for _, name := range k.names() {
-			raw, ok := annotations[name]
-			if !ok {
-				continue
-			}
-			v := strings.TrimSpace(raw)
-			var got Spec
-			if probs := k.parse(v, &got); len(probs) > 0 {
-				for _, p := range probs {
-					errs.add(name, p.bad, p.detail)
-				}
-				continue
-			}
-			if first == nil {
-				first = &winner{name: name, value: v, parsed: got}
-				k.parse(v, &spec)
-				continue
-			}
-			if !reflect.DeepEqual(first.parsed, got) {
-				errs.add(name, v, fmt.Sprintf("conflicts with %s=%q; set one of them, or give them the same value", first.name, first.value))
-			}
-		}
-		if first != nil {
-			winners[k.Name] = *first
+		if w, ok := parseKey(k, annotations, &spec, &errs); ok {
+			winners[k.Name] = w
 		}
 	}
 
 	// Different keys that set the same thing must agree; the first in this order wins.
-	var firstInternal *winner
+	var firstInternal *keyWinner
 	for _, key := range []string{Internal, AWSLoadBalancerInternal, AWSLoadBalancerScheme} {
 		w, ok := winners[key]
 		if !ok {
@@ -95,6 +68,59 @@ func Parse(annotations map[string]string) (Spec, field.ErrorList) {
 		}
 	}
 	return spec, errs.list()
+}
+
+// ParseKey reads one key of Keys (with its aliases) and nothing else: it returns the Spec with only
+// that key's fields set and the key's problems, exactly as Parse reports them. It is for readers
+// that apply one rule of a Service without judging the rest, such as portico-agent enforcing
+// source ranges. An unknown key is a programming error and panics.
+func ParseKey(annotations map[string]string, key string) (Spec, field.ErrorList) {
+	i := slices.IndexFunc(Keys, func(k Key) bool { return k.Name == key })
+	if i < 0 {
+		panic("annotations: ParseKey of an unknown key " + key)
+	}
+	var spec Spec
+	var errs keyedErrors
+	parseKey(Keys[i], annotations, &spec, &errs)
+	return spec, errs.list()
+}
+
+// keyWinner is the name of a key (or alias) that was used, its value and what it parsed to.
+type keyWinner struct {
+	name, value string
+	parsed      Spec
+}
+
+// parseKey parses k and its aliases from annotations into spec, adding problems to errs. The
+// first valid name wins; the others must parse to the same value. It reports the winner.
+func parseKey(k Key, annotations map[string]string, spec *Spec, errs *keyedErrors) (keyWinner, bool) {
+	var first *keyWinner
+	for _, name := range k.names() {
+		raw, ok := annotations[name]
+		if !ok {
+			continue
+		}
+		v := strings.TrimSpace(raw)
+		var got Spec
+		if probs := k.parse(v, &got); len(probs) > 0 {
+			for _, p := range probs {
+				errs.add(name, p.bad, p.detail)
+			}
+			continue
+		}
+		if first == nil {
+			first = &keyWinner{name: name, value: v, parsed: got}
+			k.parse(v, spec)
+			continue
+		}
+		if !reflect.DeepEqual(first.parsed, got) {
+			errs.add(name, v, fmt.Sprintf("conflicts with %s=%q; set one of them, or give them the same value", first.name, first.value))
+		}
+	}
+	if first == nil {
+		return keyWinner{}, false
+	}
+	return *first, true
 }
 
 // names returns the canonical key followed by its aliases, in precedence order.

@@ -407,3 +407,46 @@ func TestParseDoesNotModifyInput(t *testing.T) {
 		t.Errorf("Parse modified its input: %v", in)
 	}
 }
+
+// TestParseKeyAgreesWithParse: for every case, ParseKey of each key reports exactly the errors
+// Parse reports for that key (and its aliases) and sets the same value, so a reader of one key
+// (portico-agent's source ranges) accepts exactly what the controller accepts.
+func TestParseKeyAgreesWithParse(t *testing.T) {
+	for _, c := range parseCases {
+		full, fullErrs := Parse(c.in)
+		for _, k := range Keys {
+			got, errs := ParseKey(c.in, k.Name)
+			var want []string
+			for _, e := range fullErrs {
+				for _, n := range k.names() {
+					if e.Field == field.NewPath("metadata", "annotations").Key(n).String() {
+						want = append(want, e.Error())
+					}
+				}
+			}
+			var have []string
+			for _, e := range errs {
+				have = append(have, e.Error())
+			}
+			// Cross-key conflicts (internal vs the AWS internal and scheme keys) are Parse's alone.
+			if k.Name == AWSLoadBalancerInternal || k.Name == AWSLoadBalancerScheme {
+				continue
+			}
+			if !reflect.DeepEqual(have, want) {
+				t.Errorf("%s: ParseKey(%s) errors %q, Parse reports %q", c.name, k.Name, have, want)
+			}
+			if k.Name == SourceRanges && len(errs) == 0 && !reflect.DeepEqual(got.SourceRanges, full.SourceRanges) {
+				t.Errorf("%s: ParseKey source ranges %v, Parse %v", c.name, got.SourceRanges, full.SourceRanges)
+			}
+		}
+	}
+}
+
+func TestParseKeyUnknownPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("ParseKey of an unknown key did not panic")
+		}
+	}()
+	ParseKey(nil, "portico-lb.io/nope")
+}

@@ -32,8 +32,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/controllers/ccm"
 	"github.com/portico-lb/portico/providers"
-	"github.com/portico-lb/portico/providers/ccm"
 )
 
 const name = "portico-ccm"

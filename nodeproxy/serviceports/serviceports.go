@@ -1,4 +1,4 @@
-package nodeproxy
+package serviceports
 
 import (
 	"net/netip"
@@ -7,11 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 )
-
-// defaultAffinitySeconds is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
-const defaultAffinitySeconds = 10800
 
 // Node is what ServicePorts needs to know of the agent's node.
 type Node struct {
@@ -20,8 +18,8 @@ type Node struct {
 	Zone string
 }
 
-// nodeOf describes n (a nil Node is known by name only).
-func nodeOf(name string, n *corev1.Node) Node {
+// NodeOf describes n (a nil Node is known by name only).
+func NodeOf(name string, n *corev1.Node) Node {
 	out := Node{Name: name}
 	if n != nil {
 		out.Zone = n.Labels[corev1.LabelTopologyZone]
@@ -31,6 +29,12 @@ func nodeOf(name string, n *corev1.Node) Node {
 
 // ServicePorts turns a Service and its EndpointSlices into the service ports of one family that
 // the agent programs on node. Headless and ExternalName Services have none. Pure.
+//
+// The source ranges and the affinity timeout are servicemodel's, as the controller applies
+// them: spec.loadBalancerSourceRanges, else the load-balancer-source-ranges annotation. When
+// they are invalid (the controller reports the Service as InvalidSpec), the ports are marked
+// SourceRangesInvalid and no source may reach the LoadBalancer IPs: enforcing the valid items
+// alone, or none, would open what the user meant to restrict.
 func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node Node, family rules.Family) []*rules.ServicePort {
 	if svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return nil
@@ -47,6 +51,7 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 	external := parseAddrs(svc.Spec.ExternalIPs, family)
 	var lbIPs []netip.Addr
 	var ranges []netip.Prefix
+	rangesInvalid := false
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		for _, ing := range svc.Status.LoadBalancer.Ingress {
 			// ipMode Proxy: the load balancer delivers to the node, not to the VIP.
@@ -57,19 +62,17 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 				lbIPs = append(lbIPs, a)
 			}
 		}
-		for _, r := range svc.Spec.LoadBalancerSourceRanges {
-			if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil && family.Contains(p.Addr()) {
-				ranges = append(ranges, p.Masked())
+		all, errs := servicemodel.SourceRanges(svc)
+		rangesInvalid = len(errs) > 0
+		if !rangesInvalid {
+			for _, p := range all {
+				if family.Contains(p.Addr()) {
+					ranges = append(ranges, p)
+				}
 			}
 		}
 	}
-	affinity := 0
-	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
-		affinity = defaultAffinitySeconds
-		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-			affinity = int(*c.ClientIP.TimeoutSeconds)
-		}
-	}
+	affinity := int(servicemodel.AffinityTimeout(svc).Seconds())
 	externalLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 
@@ -79,7 +82,7 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 			Namespace: svc.Namespace, Name: svc.Name, PortName: p.Name,
 			Protocol:  strings.ToLower(string(p.Protocol)),
 			ClusterIP: clusterIP, Port: uint16(p.Port), NodePort: uint16(p.NodePort),
-			ExternalIPs: external, LoadBalancerIPs: lbIPs, SourceRanges: ranges,
+			ExternalIPs: external, LoadBalancerIPs: lbIPs, SourceRanges: ranges, SourceRangesInvalid: rangesInvalid,
 			ExternalLocal: externalLocal, InternalLocal: internalLocal,
 			AffinitySeconds: affinity,
 		}
@@ -150,64 +153,6 @@ func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nod
 	}
 	applyTopology(out, hints, node)
 	return out
-}
-
-// applyTopology follows the EndpointSlice controller's topology hints (trafficDistribution,
-// the topology-mode annotation) as kube-proxy does: when every ready endpoint has node hints
-// and one names this node, cluster-wide traffic from this node goes to those endpoints only;
-// otherwise, when every ready endpoint has zone hints and one names this node's zone, to
-// those; otherwise to all. Endpoints left out are marked OtherTopology; terminating fallbacks
-// and the Local policies ignore hints.
-func applyTopology(eps []rules.Endpoint, hints []*discoveryv1.EndpointHints, node Node) {
-	allNodes, forNode, allZones, forZone := true, false, true, false
-	for i, e := range eps {
-		if !e.Ready {
-			continue
-		}
-		h := hints[i]
-		if h == nil || len(h.ForNodes) == 0 {
-			allNodes = false
-		} else if hintsNode(h, node.Name) {
-			forNode = true
-		}
-		if h == nil || len(h.ForZones) == 0 {
-			allZones = false
-		} else if hintsZone(h, node.Zone) {
-			forZone = true
-		}
-	}
-	var keep func(h *discoveryv1.EndpointHints) bool
-	switch {
-	case allNodes && forNode:
-		keep = func(h *discoveryv1.EndpointHints) bool { return hintsNode(h, node.Name) }
-	case allZones && forZone:
-		keep = func(h *discoveryv1.EndpointHints) bool { return hintsZone(h, node.Zone) }
-	default:
-		return
-	}
-	for i := range eps {
-		if eps[i].Ready && !keep(hints[i]) {
-			eps[i].OtherTopology = true
-		}
-	}
-}
-
-func hintsNode(h *discoveryv1.EndpointHints, name string) bool {
-	for _, n := range h.ForNodes {
-		if n.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func hintsZone(h *discoveryv1.EndpointHints, zone string) bool {
-	for _, z := range h.ForZones {
-		if zone != "" && z.Name == zone {
-			return true
-		}
-	}
-	return false
 }
 
 func sliceFamily(t discoveryv1.AddressType, f rules.Family) bool {

@@ -1,22 +1,12 @@
-package nodeproxy
+package serviceports
 
 import (
-	"encoding/json"
-	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
-	"net/netip"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/portico-lb/portico/nodeproxy/rules"
 )
@@ -98,98 +88,6 @@ func TestServicePorts(t *testing.T) {
 	}
 }
 
-func TestServiceHealthCheckAnswers(t *testing.T) {
-	healthy := true
-	s := newServiceHealthServers(logr.Discard(), func() bool { return healthy })
-	srv := &serviceHealthServer{}
-	h := s.handler(srv)
-	for _, tc := range []struct {
-		local   int
-		healthy bool
-		code    int
-	}{{1, true, 200}, {0, true, 503}, {2, false, 503}} {
-		srv.state.Store(&healthCheck{Service: types.NamespacedName{Namespace: "ns", Name: "web"}, LocalEndpoints: tc.local})
-		healthy = tc.healthy
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/whatever", nil))
-		var body map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-			t.Fatal(err)
-		}
-		if rec.Code != tc.code || body["localEndpoints"] != float64(tc.local) || body["serviceProxyHealthy"] != tc.healthy ||
-			body["service"].(map[string]any)["name"] != "web" || rec.Header().Get("Content-Type") != "application/json" {
-			t.Errorf("local=%d healthy=%v: %d %s", tc.local, tc.healthy, rec.Code, rec.Body)
-		}
-	}
-}
-
-// TestServiceHealthCheckListenAddresses: the servers listen where they are told (loopback
-// addresses here), and move when the addresses change.
-func TestServiceHealthCheckListenAddresses(t *testing.T) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := uint16(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	s := newServiceHealthServers(logr.Discard(), func() bool { return true })
-	defer s.Close()
-	want := map[uint16]healthCheck{port: {Service: types.NamespacedName{Namespace: "ns", Name: "web"}, LocalEndpoints: 1}}
-	answers := func(addr string) bool {
-		c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, strconv.Itoa(int(port))), time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	}
-	one, two := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	for _, tc := range []struct {
-		listen       []netip.Addr
-		atOne, atTwo bool
-	}{
-		{nil, true, true},
-		{[]netip.Addr{two}, false, true},
-		{[]netip.Addr{one}, true, false},
-		{[]netip.Addr{netip.IPv4Unspecified()}, true, true},
-		{[]netip.Addr{}, false, false},
-	} {
-		s.Sync(want, tc.listen)
-		if a1, a2 := answers("127.0.0.1"), answers("127.0.0.2"); a1 != tc.atOne || a2 != tc.atTwo {
-			t.Errorf("listen %v: 127.0.0.1 answers %v, 127.0.0.2 answers %v; want %v, %v", tc.listen, a1, a2, tc.atOne, tc.atTwo)
-		}
-	}
-}
-
-func TestHealthzPerFamily(t *testing.T) {
-	m := newMetrics(nil)
-	h := &proxyHealth{timeout: time.Hour, pending: func() time.Time { return time.Time{} }, eligible: func() bool { return true }, metrics: m}
-	get := func() (int, map[string]any) {
-		rec := httptest.NewRecorder()
-		h.handler(true).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
-		var body map[string]any
-		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-			t.Fatal(err)
-		}
-		return rec.Code, body["families"].(map[string]any)
-	}
-	h.familySynced(rules.IPv4, nil)
-	h.familySynced(rules.IPv6, errors.New("ip6tables-restore failed"))
-	if code, fams := get(); code != 200 || fams["IPv6"].(map[string]any)["healthy"] != true {
-		t.Errorf("a fresh IPv6 failure: %d %v, want 200 until the timeout", code, fams)
-	}
-	h.timeout = time.Nanosecond
-	time.Sleep(time.Millisecond)
-	code, fams := get()
-	if code != 503 || fams["IPv6"].(map[string]any)["healthy"] != false || fams["IPv4"].(map[string]any)["healthy"] != true {
-		t.Errorf("IPv6 failing past the timeout: %d %v, want 503 with IPv6 unhealthy and IPv4 healthy", code, fams)
-	}
-	h.familySynced(rules.IPv6, nil)
-	if code, _ := get(); code != 200 {
-		t.Errorf("after IPv6 recovered: %d, want 200", code)
-	}
-}
-
 func TestNamedTargetPortsResolvePerEndpoint(t *testing.T) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
@@ -215,25 +113,6 @@ func TestNamedTargetPortsResolvePerEndpoint(t *testing.T) {
 		if got := ServicePorts(s, nil, Node{Name: "node1"}, rules.IPv4); got != nil {
 			t.Errorf("%+v: got ports %v, want none", s.Spec, got)
 		}
-	}
-}
-
-func TestPrimaryIP(t *testing.T) {
-	node := &corev1.Node{Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
-		{Type: corev1.NodeHostName, Address: "node1"},
-		{Type: corev1.NodeExternalIP, Address: "198.19.0.200"},
-		{Type: corev1.NodeExternalIP, Address: "fd00:c613::200"},
-		{Type: corev1.NodeInternalIP, Address: "198.19.0.11"},
-		{Type: corev1.NodeInternalIP, Address: "198.19.0.12"},
-	}}}
-	if ip, ok := primaryIP(node, rules.IPv4); !ok || ip.String() != "198.19.0.11" {
-		t.Errorf("IPv4: %v %v, want the first InternalIP", ip, ok)
-	}
-	if ip, ok := primaryIP(node, rules.IPv6); !ok || ip.String() != "fd00:c613::200" {
-		t.Errorf("IPv6: %v %v, want the ExternalIP (no InternalIP of the family)", ip, ok)
-	}
-	if _, ok := primaryIP(nil, rules.IPv4); ok {
-		t.Error("no Node: want no primary IP")
 	}
 }
 
@@ -293,6 +172,54 @@ func TestTopologyHints(t *testing.T) {
 		}
 		if g := strings.Join(got, " "); g != c.want {
 			t.Errorf("%s: cluster endpoints %q, want %q", c.name, g, c.want)
+		}
+	}
+}
+
+// TestSourceRangesAsTheControllerAccepts: the agent enforces the ranges servicemodel resolves
+// (the annotation alone counts), and an invalid value denies every source instead of enforcing
+// a part of it or nothing.
+func TestSourceRangesAsTheControllerAccepts(t *testing.T) {
+	base := func(mutate func(*corev1.Service)) *corev1.Service {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIPs: []string{"198.18.0.10"},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "198.18.128.1"}}}},
+		}
+		mutate(svc)
+		return svc
+	}
+	const ann = "service.beta.kubernetes.io/load-balancer-source-ranges"
+	cases := []struct {
+		name    string
+		svc     *corev1.Service
+		ranges  string // the IPv4 ranges enforced, space-separated
+		invalid bool
+	}{
+		{"none", base(func(*corev1.Service) {}), "", false},
+		{"annotation alone", base(func(s *corev1.Service) { s.Annotations = map[string]string{ann: "198.19.0.0/24, fd00:c613::/48"} }), "198.19.0.0/24", false},
+		{"spec wins", base(func(s *corev1.Service) {
+			s.Annotations = map[string]string{ann: "198.19.0.0/24"}
+			s.Spec.LoadBalancerSourceRanges = []string{"198.19.1.0/24"}
+		}), "198.19.1.0/24", false},
+		{"invalid spec item: nothing half-applied", base(func(s *corev1.Service) {
+			s.Spec.LoadBalancerSourceRanges = []string{"198.19.1.0/24", "nope"}
+		}), "", true},
+		{"invalid annotation: nothing half-applied", base(func(s *corev1.Service) { s.Annotations = map[string]string{ann: "198.19.0.0/24, 198.19.0.9/24"} }), "", true},
+		{"not a LoadBalancer: no ranges", base(func(s *corev1.Service) {
+			s.Spec.Type = corev1.ServiceTypeClusterIP
+			s.Annotations = map[string]string{ann: "bogus"}
+		}), "", false},
+	}
+	for _, c := range cases {
+		ports := ServicePorts(c.svc, nil, Node{Name: "node1"}, rules.IPv4)
+		var got []string
+		for _, p := range ports[0].SourceRanges {
+			got = append(got, p.String())
+		}
+		if g := strings.Join(got, " "); g != c.ranges || ports[0].SourceRangesInvalid != c.invalid {
+			t.Errorf("%s: ranges %q invalid %v, want %q %v", c.name, g, ports[0].SourceRangesInvalid, c.ranges, c.invalid)
 		}
 	}
 }

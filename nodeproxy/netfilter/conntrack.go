@@ -1,4 +1,4 @@
-package nodeproxy
+package netfilter
 
 import (
 	"fmt"
@@ -13,14 +13,16 @@ import (
 
 // Conntrack deletes conntrack entries; a seam over netlink.
 type Conntrack interface {
-	DeleteUDP(family rules.Family, stale *staleUDP) (uint, error)
+	DeleteUDP(family rules.Family, stale *StaleUDP) (uint, error)
 }
 
-var _ Conntrack = netlinkConntrack{}
+var _ Conntrack = NetlinkConntrack{}
 
-type netlinkConntrack struct{}
+// NetlinkConntrack is the Conntrack of the running kernel, over netlink.
+type NetlinkConntrack struct{}
 
-func (netlinkConntrack) DeleteUDP(family rules.Family, stale *staleUDP) (uint, error) {
+// DeleteUDP deletes the UDP entries of family that stale matches.
+func (NetlinkConntrack) DeleteUDP(family rules.Family, stale *StaleUDP) (uint, error) {
 	f := netlink.InetFamily(unix.AF_INET)
 	if family == rules.IPv6 {
 		f = unix.AF_INET6
@@ -32,22 +34,22 @@ func (netlinkConntrack) DeleteUDP(family rules.Family, stale *staleUDP) (uint, e
 	return n, nil
 }
 
-// staleUDP matches UDP conntrack entries that no longer lead where the rules send new packets:
+// StaleUDP matches UDP conntrack entries that no longer lead where the rules send new packets:
 // an entry whose original destination is a service address (or a NodePort) and whose reply
 // does not come from one of that port's serving endpoints. That covers entries of removed
 // endpoints and entries created while the port had no endpoint (no DNAT: the reply source is
 // the service address itself). Traffic policies are ignored on purpose, as kube-proxy does.
-type staleUDP struct {
+type StaleUDP struct {
 	byDest     map[netip.AddrPort]map[netip.Addr]bool
 	byNodePort map[uint16]map[netip.Addr]bool
 }
 
-func newStaleUDP() *staleUDP {
-	return &staleUDP{byDest: map[netip.AddrPort]map[netip.Addr]bool{}, byNodePort: map[uint16]map[netip.Addr]bool{}}
+func newStaleUDP() *StaleUDP {
+	return &StaleUDP{byDest: map[netip.AddrPort]map[netip.Addr]bool{}, byNodePort: map[uint16]map[netip.Addr]bool{}}
 }
 
 // add registers a UDP service port's destinations and serving endpoints.
-func (s *staleUDP) add(sp *rules.ServicePort) {
+func (s *StaleUDP) add(sp *rules.ServicePort) {
 	if sp.Protocol != "udp" {
 		return
 	}
@@ -68,10 +70,10 @@ func (s *staleUDP) add(sp *rules.ServicePort) {
 	}
 }
 
-func (s *staleUDP) empty() bool { return len(s.byDest) == 0 && len(s.byNodePort) == 0 }
+func (s *StaleUDP) empty() bool { return len(s.byDest) == 0 && len(s.byNodePort) == 0 }
 
 // MatchConntrackFlow implements netlink.CustomConntrackFilter.
-func (s *staleUDP) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
+func (s *StaleUDP) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
 	if flow.Forward.Protocol != unix.IPPROTO_UDP {
 		return false
 	}

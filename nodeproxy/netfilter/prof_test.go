@@ -1,4 +1,4 @@
-package nodeproxy
+package netfilter
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/nodeproxy/tracker"
 )
 
 // profEnv enables TestProfScale: the agent's sync at 10,000 Services x 10 endpoints against a
@@ -34,7 +34,7 @@ const profNetnsEnv = "PORTICO_PROF_NETNS"
 // sync, and a second full sync without drift. Use -cpuprofile for the Go side (the profile of
 // the run inside the namespace is written to FILE.netns). Run:
 //
-//	sudo PORTICO_PROF=1 go test -run '^TestProfScale$' -v -cpuprofile /tmp/cpu.out ./nodeproxy/
+//	sudo PORTICO_PROF=1 go test -run '^TestProfScale$' -v -cpuprofile /tmp/cpu.out ./nodeproxy/netfilter/
 func TestProfScale(t *testing.T) {
 	if os.Getenv(profEnv) == "" {
 		t.Skip("set " + profEnv + "=1 (root) to run")
@@ -71,7 +71,7 @@ func TestProfScale(t *testing.T) {
 		fmt.Sscan(v, &n)
 	}
 	svcIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	sliceIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, sliceServiceIndex: sliceServiceKey})
+	sliceIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, tracker.SliceServiceIndex: tracker.SliceServiceKey})
 	nodeIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	const ns = "bench"
 	var firstSlice *discoveryv1.EndpointSlice
@@ -106,10 +106,8 @@ func TestProfScale(t *testing.T) {
 			firstSlice = slice
 		}
 	}
-	tr := &tracker{node: "node3", services: corelisters.NewServiceLister(svcIdx),
-		slicesByService: sliceIdx, nodes: corelisters.NewNodeLister(nodeIdx),
-		changed: map[types.NamespacedName]bool{}}
-	m := newMetrics(prometheus.NewRegistry())
+	store := tracker.NewCacheStore("node3", svcIdx, sliceIdx, nodeIdx)
+	m := NewMetrics(prometheus.NewRegistry())
 	ctx := context.Background()
 	var proxiers []*familyProxier
 	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
@@ -118,22 +116,25 @@ func TestProfScale(t *testing.T) {
 		if fam == rules.IPv6 {
 			bin, cidr = "ip6tables", "fd00:c613:ff:100::/56"
 		}
-		nf, err := newExecNetfilter(fam, bin)
+		nf, err := NewExec(fam, bin)
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxiers = append(proxiers, &familyProxier{family: fam, nf: &timedNetfilter{Netfilter: nf, t: t, fam: fam},
+		proxiers = append(proxiers, &familyProxier{family: fam, nf: &timedNetfilter{Netfilter: nf, t: t, fam: fam}, ct: NetlinkConntrack{}, metrics: m,
 			baseCfg: rules.Config{Family: fam, MasqueradeMark: 1 << 12, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(cidr)}}})
 	}
-	all, err := tr.allServices()
+	all, err := store.Services()
 	if err != nil {
 		t.Fatal(err)
+	}
+	state := func(keys []types.NamespacedName, full bool) *tracker.State {
+		return &tracker.State{NodeName: "node3", Node: store.Node(), Full: full, Changed: keys, Store: store}
 	}
 	run := func(what string, keys []types.NamespacedName, full bool) {
 		start := time.Now()
 		for _, p := range proxiers {
 			ps := time.Now()
-			res, err := p.sync(ctx, tr, keys, full, netlinkConntrack{}, m)
+			res, err := p.sync(ctx, state(keys, full))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,7 +163,7 @@ func TestProfScale(t *testing.T) {
 		_ = sliceIdx.Update(s)
 		start := time.Now()
 		for _, p := range proxiers {
-			if _, err := p.sync(ctx, tr, []types.NamespacedName{{Namespace: ns, Name: firstSlice.Name}}, false, netlinkConntrack{}, m); err != nil {
+			if _, err := p.sync(ctx, state([]types.NamespacedName{{Namespace: ns, Name: firstSlice.Name}}, false)); err != nil {
 				t.Fatal(err)
 			}
 		}

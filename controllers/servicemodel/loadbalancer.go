@@ -1,12 +1,9 @@
-package service
+package servicemodel
 
 import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -15,17 +12,9 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-// Node labels and taints that take a node out of every load balancer, as upstream does.
-const (
-	ExcludeFromLBLabel        = "node.kubernetes.io/exclude-from-external-load-balancers"
-	ToBeDeletedByAutoscalerTa = "ToBeDeletedByClusterAutoscaler"
-)
-
-// defaultAffinityTimeout is Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds.
-const defaultAffinityTimeout = 10800 * time.Second
-
-// BuildLoadBalancer is the pure step of the reconcile: it turns a Service and the cluster's nodes
-// into the complete desired load balancer for a provider with caps, or every reason it cannot.
+// BuildLoadBalancer turns a Service and the cluster's nodes into the complete desired load
+// balancer for a provider with caps, or every reason it cannot, each with its field path. It is
+// the pure step of portico-controller's reconcile and of portico-ccm's EnsureLoadBalancer.
 func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.Capabilities) (*providers.LoadBalancer, field.ErrorList) {
 	spec := field.NewPath("spec")
 	ann, errs := annotations.Parse(svc.Annotations)
@@ -48,7 +37,7 @@ func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.
 	}
 
 	lb.Ports, errs = buildPorts(svc, caps, spec, errs)
-	lb.SourceRanges, errs = buildSourceRanges(svc, ann, spec, errs)
+	lb.SourceRanges, errs = resolveSourceRanges(svc, ann.SourceRanges, errs)
 	lb.RequestedIPs, errs = buildRequestedIPs(svc, ann, caps, spec, errs)
 	lb.IPFamilies, errs = buildFamilies(svc, caps, spec, errs)
 
@@ -56,10 +45,7 @@ func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.
 		if !caps.SessionAffinity {
 			errs = append(errs, field.NotSupported(spec.Child("sessionAffinity"), svc.Spec.SessionAffinity, []string{string(corev1.ServiceAffinityNone)}))
 		}
-		lb.SessionAffinity = providers.SessionAffinity{ClientIP: true, Timeout: defaultAffinityTimeout}
-		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-			lb.SessionAffinity.Timeout = time.Duration(*c.ClientIP.TimeoutSeconds) * time.Second
-		}
+		lb.SessionAffinity = providers.SessionAffinity{ClientIP: true, Timeout: AffinityTimeout(svc)}
 	}
 	if lb.LocalTrafficOnly && lb.HealthCheckNodePort == 0 && allocatesNodePorts(svc) {
 		errs = append(errs, field.Required(spec.Child("healthCheckNodePort"), "externalTrafficPolicy=Local needs a health-check node port"))
@@ -122,24 +108,6 @@ func protocolNames(ps []providers.Protocol) []string {
 	return out
 }
 
-// buildSourceRanges applies upstream's precedence: spec.loadBalancerSourceRanges wins over the
-// annotation. An empty result means "allow everyone".
-func buildSourceRanges(svc *corev1.Service, ann annotations.Spec, spec *field.Path, errs field.ErrorList) ([]netip.Prefix, field.ErrorList) {
-	if len(svc.Spec.LoadBalancerSourceRanges) == 0 {
-		return ann.SourceRanges, errs
-	}
-	var out []netip.Prefix
-	for i, r := range svc.Spec.LoadBalancerSourceRanges {
-		p, err := netip.ParsePrefix(strings.TrimSpace(r))
-		if err != nil {
-			errs = append(errs, field.Invalid(spec.Child("loadBalancerSourceRanges").Index(i), r, "must be a CIDR such as 198.18.0.0/16"))
-			continue
-		}
-		out = append(out, p.Masked())
-	}
-	return out, errs
-}
-
 func buildRequestedIPs(svc *corev1.Service, ann annotations.Spec, caps providers.Capabilities, spec *field.Path, errs field.ErrorList) ([]netip.Addr, field.ErrorList) {
 	var ips []netip.Addr
 	if s := svc.Spec.LoadBalancerIP; s != "" {
@@ -182,54 +150,4 @@ func familyNames(fs []providers.IPFamily) []string {
 		out[i] = string(f)
 	}
 	return out
-}
-
-// NodeEligible applies upstream's stable node-set rules: a node is a load-balancer backend unless
-// it is being deleted, carries the exclude label (any value but "false"), or is tainted
-// ToBeDeletedByClusterAutoscaler. Readiness does not matter: health checks decide traffic.
-func NodeEligible(n *corev1.Node) bool {
-	if n.DeletionTimestamp != nil {
-		return false
-	}
-	if v, ok := n.Labels[ExcludeFromLBLabel]; ok && v != "false" {
-		return false
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == ToBeDeletedByAutoscalerTa {
-			return false
-		}
-	}
-	return true
-}
-
-// EligibleNodes returns the eligible nodes as provider backends, sorted by name.
-func EligibleNodes(nodes []corev1.Node) []providers.Node {
-	var out []providers.Node
-	for i := range nodes {
-		n := &nodes[i]
-		if !NodeEligible(n) {
-			continue
-		}
-		out = append(out, providers.Node{Name: n.Name, ProviderID: n.Spec.ProviderID, Addresses: nodeAddresses(n), Labels: n.Labels})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-func nodeAddresses(n *corev1.Node) []netip.Addr {
-	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
-		var out []netip.Addr
-		for _, a := range n.Status.Addresses {
-			if a.Type != typ {
-				continue
-			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil {
-				out = append(out, ip)
-			}
-		}
-		if len(out) > 0 {
-			return out
-		}
-	}
-	return nil
 }

@@ -8,7 +8,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/portico-lb/portico/controllers/service"
+	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -34,7 +34,7 @@ func (b *loadBalancer) GetLoadBalancer(ctx context.Context, _ string, svc *corev
 	if err != nil {
 		return nil, false, cloudError(err, "getting load balancer for "+ref.String())
 	}
-	status := service.ToServiceStatus(st)
+	status := servicemodel.ToServiceStatus(st)
 	return &status, true, nil
 }
 
@@ -66,7 +66,7 @@ func (b *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 	for _, w := range st.Warnings {
 		logger.Info("Provider ignores a setting", "service", klog.KObj(svc), "warning", w)
 	}
-	status := service.ToServiceStatus(st)
+	status := servicemodel.ToServiceStatus(st)
 	return &status, nil
 }
 
@@ -107,7 +107,7 @@ func (b *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 
 // build is the pure step: Service and nodes in, desired model or every problem out.
 func (b *loadBalancer) build(svc *corev1.Service, nodes []*corev1.Node) (*providers.LoadBalancer, error) {
-	lb, errs := service.BuildLoadBalancer(svc, derefNodes(nodes), b.caps)
+	lb, errs := servicemodel.BuildLoadBalancer(svc, derefNodes(nodes), b.caps)
 	if len(errs) > 0 {
 		return nil, &InvalidServiceError{Service: refOf(svc).String(), Errs: errs}
 	}

@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/controllers/ccm"
 	"github.com/portico-lb/portico/providers"
-	"github.com/portico-lb/portico/providers/ccm"
 )
 
 func TestNewFromConfig(t *testing.T) {

@@ -1,4 +1,4 @@
-package service
+package servicemodel
 
 import (
 	"net/netip"
@@ -73,11 +73,11 @@ func TestBuildLoadBalancer(t *testing.T) {
 			name: "spec source ranges win over the annotation",
 			svc: baseService(func(s *corev1.Service) {
 				s.Annotations = map[string]string{"service.beta.kubernetes.io/load-balancer-source-ranges": "198.18.1.0/24"}
-				s.Spec.LoadBalancerSourceRanges = []string{"198.18.2.7/24", " fd00::/64 "}
+				s.Spec.LoadBalancerSourceRanges = []string{"198.18.2.7/24", " fd00:c613::/64 "}
 			}),
 			caps: allCaps,
 			check: func(t *testing.T, lb *providers.LoadBalancer) {
-				want := []netip.Prefix{netip.MustParsePrefix("198.18.2.0/24"), netip.MustParsePrefix("fd00::/64")}
+				want := []netip.Prefix{netip.MustParsePrefix("198.18.2.0/24"), netip.MustParsePrefix("fd00:c613::/64")}
 				if !slices.Equal(lb.SourceRanges, want) {
 					t.Errorf("source ranges = %v, want %v", lb.SourceRanges, want)
 				}
@@ -169,12 +169,12 @@ func TestBuildLoadBalancer(t *testing.T) {
 		{
 			name: "requested IPs from the annotation, dual stack",
 			svc: baseService(func(s *corev1.Service) {
-				s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "198.18.128.6,fd00::6"}
+				s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "198.18.128.6,fd00:c613::6"}
 				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
 			}),
 			caps: allCaps,
 			check: func(t *testing.T, lb *providers.LoadBalancer) {
-				want := []netip.Addr{netip.MustParseAddr("198.18.128.6"), netip.MustParseAddr("fd00::6")}
+				want := []netip.Addr{netip.MustParseAddr("198.18.128.6"), netip.MustParseAddr("fd00:c613::6")}
 				if !slices.Equal(lb.RequestedIPs, want) || !slices.Equal(lb.IPFamilies, []providers.IPFamily{providers.IPv4, providers.IPv6}) {
 					t.Errorf("requested %v families %v", lb.RequestedIPs, lb.IPFamilies)
 				}
@@ -194,7 +194,7 @@ func TestBuildLoadBalancer(t *testing.T) {
 			if lb != nil {
 				t.Errorf("model returned with errors")
 			}
-			msg := errorListMessage(errs)
+			msg := errs.ToAggregate().Error()
 			for _, f := range tt.wantErr {
 				if !strings.Contains(msg, f+":") {
 					t.Errorf("errors %q do not name %s", msg, f)
@@ -213,7 +213,7 @@ func TestEligibleNodes(t *testing.T) {
 		node("kept", func(n *corev1.Node) { n.Labels = map[string]string{ExcludeFromLBLabel: "false"} }),
 		node("deleting", func(n *corev1.Node) { n.DeletionTimestamp = &now }),
 		node("tainted", func(n *corev1.Node) {
-			n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedByAutoscalerTa, Effect: corev1.TaintEffectNoSchedule}}
+			n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
 		}),
 		node("notready", func(n *corev1.Node) {
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
@@ -235,42 +235,5 @@ func TestEligibleNodes(t *testing.T) {
 	}
 	if got[2].Addresses[0] != netip.MustParseAddr("198.18.200.9") {
 		t.Errorf("ExternalIP fallback: %v", got[2].Addresses)
-	}
-}
-
-func TestOwnership(t *testing.T) {
-	o := Ownership{Classes: map[string]string{"portico-lb.io/aws": "aws"}}
-	lb := func(class *string, typ corev1.ServiceType) *corev1.Service {
-		return &corev1.Service{Spec: corev1.ServiceSpec{Type: typ, LoadBalancerClass: class}}
-	}
-	cases := []struct {
-		svc  *corev1.Service
-		o    Ownership
-		want string
-		ok   bool
-	}{
-		{lb(ptr.To("portico-lb.io/aws"), corev1.ServiceTypeLoadBalancer), o, "aws", true},
-		{lb(ptr.To("other"), corev1.ServiceTypeLoadBalancer), o, "", false},
-		{lb(nil, corev1.ServiceTypeLoadBalancer), o, "", false},
-		{lb(nil, corev1.ServiceTypeLoadBalancer), Ownership{Classless: "ref"}, "ref", true},
-		{lb(nil, corev1.ServiceTypeClusterIP), Ownership{Classless: "ref"}, "", false},
-	}
-	for i, c := range cases {
-		p, ok := c.o.ProviderFor(c.svc)
-		if p != c.want || ok != c.ok {
-			t.Errorf("case %d: got %q,%v want %q,%v", i, p, ok, c.want, c.ok)
-		}
-	}
-}
-
-func TestModelHashTracksChanges(t *testing.T) {
-	a, _ := BuildLoadBalancer(baseService(), []corev1.Node{node("n1")}, allCaps)
-	b, _ := BuildLoadBalancer(baseService(), []corev1.Node{node("n1")}, allCaps)
-	c, _ := BuildLoadBalancer(baseService(), []corev1.Node{node("n1"), node("n2")}, allCaps)
-	if modelHash(a) != modelHash(b) {
-		t.Error("equal models hash differently")
-	}
-	if modelHash(a) == modelHash(c) {
-		t.Error("a node change does not change the hash")
 	}
 }

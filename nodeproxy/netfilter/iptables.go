@@ -1,4 +1,4 @@
-package nodeproxy
+package netfilter
 
 import (
 	"bytes"
@@ -37,7 +37,9 @@ type execNetfilter struct {
 	ipt           *iptables.IPTables
 }
 
-func newExecNetfilter(family rules.Family, binary string) (*execNetfilter, error) {
+// NewExec returns the Netfilter of family run by the iptables binary (iptables or ip6tables,
+// found in PATH or given as a path) and its -restore and -save siblings.
+func NewExec(family rules.Family, binary string) (*execNetfilter, error) {
 	proto := iptables.ProtocolIPv4
 	if family == rules.IPv6 {
 		proto = iptables.ProtocolIPv6

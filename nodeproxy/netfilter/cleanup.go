@@ -1,10 +1,12 @@
-package nodeproxy
+package netfilter
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"os/exec"
+
+	"github.com/go-logr/logr"
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/rules"
@@ -14,14 +16,14 @@ import (
 // built-in chains (recognised by their comment), then every chain named with rules.Prefix.
 // Nothing else is touched. A family whose iptables binary is missing is skipped.
 func Cleanup(ctx context.Context, cfg config.Agent) error {
-	log := logFromContext(ctx)
+	log := logr.FromContextOrDiscard(ctx)
 	var errs []error
 	for fam, bin := range map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath} {
 		if _, err := exec.LookPath(bin); err != nil {
 			log.Info("Skipping family: no iptables binary", "family", fam, "binary", bin)
 			continue
 		}
-		nf, err := newExecNetfilter(fam, bin)
+		nf, err := NewExec(fam, bin)
 		if err != nil {
 			errs = append(errs, err)
 			continue

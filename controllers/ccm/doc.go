@@ -8,7 +8,7 @@
 //     capability, Instances, InstancesV2, Zones, Clusters and Routes report unsupported.
 //   - its cloudprovider.LoadBalancer, one declarative Provider call per method:
 //     GetLoadBalancer is Provider.Get (providers.ErrNotFound means "does not exist");
-//     EnsureLoadBalancer builds the model with controllers/service.BuildLoadBalancer and calls
+//     EnsureLoadBalancer builds the model with controllers/servicemodel.BuildLoadBalancer and calls
 //     Provider.Ensure; UpdateLoadBalancer is the same Ensure with the new node set, made only
 //     when the load balancer exists; EnsureLoadBalancerDeleted is Provider.Delete.
 //     GetLoadBalancerName is the stock cloudprovider.DefaultLoadBalancerName; providers name

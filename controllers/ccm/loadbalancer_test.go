@@ -15,8 +15,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
+	"github.com/portico-lb/portico/controllers/ccm"
 	"github.com/portico-lb/portico/providers"
-	"github.com/portico-lb/portico/providers/ccm"
 	"github.com/portico-lb/portico/providers/reference"
 )
 

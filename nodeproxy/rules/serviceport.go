@@ -58,8 +58,12 @@ type ServicePort struct {
 	NodePort        uint16
 	ExternalIPs     []netip.Addr
 	LoadBalancerIPs []netip.Addr
-	// SourceRanges restrict the LoadBalancerIPs (loadBalancerSourceRanges); empty allows all.
+	// SourceRanges restrict the LoadBalancerIPs (loadBalancerSourceRanges); empty allows all
+	// unless SourceRangesInvalid.
 	SourceRanges []netip.Prefix
+	// SourceRangesInvalid is set when the Service's source ranges are invalid: no source may
+	// reach the LoadBalancerIPs (never a part of the ranges, never everyone).
+	SourceRangesInvalid bool
 	// ExternalLocal is externalTrafficPolicy: Local; InternalLocal is internalTrafficPolicy: Local.
 	ExternalLocal, InternalLocal bool
 	// AffinitySeconds is the ClientIP session affinity timeout; 0 means no affinity.
