@@ -139,6 +139,10 @@ func (m Machine) offPath(c string) string {
 	return ""
 }
 
+// RunAsRoot is the advice for a user who is not root. sudo's own PATH usually lacks Go, and a
+// user's PATH often lacks /usr/sbin, where iptables is.
+const RunAsRoot = "run the tests as root, e.g. `sudo env PATH=\"$PATH:/usr/sbin\" make test`"
+
 // PackageNames returns the names of pkgs, space-separated, as apt-get takes them.
 func PackageNames(pkgs []Package) string {
 	names := make([]string, len(pkgs))
@@ -182,7 +186,7 @@ func (e *Missing) Fix() string {
 		steps = append(steps, fmt.Sprintf("add %s to PATH", strings.Join(add, " and ")))
 	}
 	if e.NotRoot {
-		steps = append(steps, "run the tests as root (e.g. `sudo env PATH=\"$PATH\" make test`)")
+		steps = append(steps, RunAsRoot)
 	}
 	return strings.Join(steps, ", then ")
 }

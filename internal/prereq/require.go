@@ -2,6 +2,7 @@ package prereq
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -24,8 +25,8 @@ func (m Machine) decideRoot(pkgs []Package) (verdict, string) {
 	if m.SkipPrivileged() {
 		return skip, fmt.Sprintf("skipped (%s=1): %s", SkipPrivilegedEnv, AsMissing(err).Problem())
 	}
-	return fail, fmt.Sprintf("this test needs root and %s: %v Or set %s=1 to skip the tests that need them.",
-		PackageNames(pkgs), err, SkipPrivilegedEnv)
+	return fail, fmt.Sprintf("needs root and the Debian packages %s. %v Or set %s=1 to skip such tests.",
+		strings.ReplaceAll(PackageNames(pkgs), " ", ", "), err, SkipPrivilegedEnv)
 }
 
 // RequireRoot fails tb unless this process is root and the commands of pkgs are on PATH; the
