@@ -46,15 +46,15 @@ func run(m prereq.Machine, install bool) error {
 		if err := aptInstall(miss.Packages); err != nil {
 			return err
 		}
-		miss = check(m)
+		if miss = check(m); miss != nil && len(miss.Packages) > 0 {
+			return fmt.Errorf("apt-get install succeeded, yet these commands are still found neither on PATH nor in /usr/sbin: %s",
+				strings.Join(miss.Commands, ", "))
+		}
 	}
 	if miss != nil && m.EUID != 0 {
 		// Commands in /usr/sbin are installed; only root's tests need that on their PATH, and
 		// they check it themselves.
 		miss.OffPath = nil
-		if !miss.NotRoot && len(miss.Packages) == 0 {
-			miss = nil
-		}
 	}
 	if miss != nil {
 		if err := report(m, miss); err != nil {
