@@ -307,7 +307,7 @@ func (w logWriter) Write(b []byte) (int, error) {
 	case "DEBUG", "TRACE":
 		w.log.V(1).Info(msg)
 	default:
-		w.log.Info(msg, "level", level)
+		w.log.Info(msg, "severity", level)
 	}
 	return len(b), nil
 }
