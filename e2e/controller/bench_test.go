@@ -107,7 +107,7 @@ func newBareMetal(ctx context.Context, b *testing.B, ns, class string) providers
 	}
 	b.Cleanup(func() { _ = cl.Delete(context.Background(), pool) })
 	p, err := baremetal.Plugin.NewConfig().New(ctx, providers.Env{
-		RESTConfig:  testCluster.Config(),
+		RESTConfig: testCluster.Config(),
 		// The controller runs it under the name "bench"; the provider recognises its Services by
 		// its own name.
 		ProviderFor: func(c *string) string {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/portico-lb/portico/internal/prereq"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
 )
@@ -39,9 +40,7 @@ func TestProfScale(t *testing.T) {
 	if os.Getenv(profEnv) == "" {
 		t.Skip("set " + profEnv + "=1 (root) to run")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	prereq.RequireRoot(t, prereq.IPRoute2, prereq.IPTables)
 	if os.Getenv(profNetnsEnv) == "" {
 		ns := fmt.Sprintf("ptprof-%d", os.Getpid())
 		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
