@@ -112,8 +112,10 @@ type Membership struct {
 	cfg  Config
 	list *memberlist.Memberlist
 
-	mu      sync.Mutex
-	alive   map[string]bool
+	mu    sync.Mutex
+	alive map[string]bool
+	// dead are the nodes that failed (probes, not a graceful leave) and have not come back.
+	dead    map[string]bool
 	peers   []netip.Addr
 	changed chan struct{}
 
@@ -132,6 +134,7 @@ func Start(cfg Config) (*Membership, error) {
 	m := &Membership{
 		cfg:     cfg,
 		alive:   map[string]bool{},
+		dead:    map[string]bool{},
 		changed: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -171,6 +174,15 @@ func (m *Membership) IsAlive(node string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.alive[node]
+}
+
+// Dead returns a copy of the nodes that failed: they were alive in the view and were then
+// declared dead by the failure detector (a crash, a cut link), not left gracefully (an agent
+// stopped with SIGTERM), and have not come back. A node never seen alive is not dead.
+func (m *Membership) Dead() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.dead)
 }
 
 // Changes receives a value after the view changed; several changes may coalesce into one.
@@ -269,13 +281,15 @@ func (m *Membership) shutdown() error {
 // updates the view and signals without blocking.
 type events Membership
 
-func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).set(n.Name, true) }
-func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).set(n.Name, false) }
+func (e *events) NotifyJoin(n *memberlist.Node) { (*Membership)(e).set(n.Name, true, false) }
+func (e *events) NotifyLeave(n *memberlist.Node) {
+	(*Membership)(e).set(n.Name, false, n.State == memberlist.StateDead)
+}
 func (e *events) NotifyUpdate(n *memberlist.Node) {}
 
-func (m *Membership) set(name string, alive bool) {
+func (m *Membership) set(name string, alive, failed bool) {
 	m.mu.Lock()
-	if m.alive[name] == alive {
+	if m.alive[name] == alive && m.dead[name] == failed {
 		m.mu.Unlock()
 		return
 	}
@@ -284,8 +298,13 @@ func (m *Membership) set(name string, alive bool) {
 	} else {
 		delete(m.alive, name)
 	}
+	if failed {
+		m.dead[name] = true
+	} else {
+		delete(m.dead, name)
+	}
 	m.mu.Unlock()
-	m.cfg.Log.Info("Membership view changed", "node", name, "alive", alive)
+	m.cfg.Log.Info("Membership view changed", "node", name, "alive", alive, "failed", failed)
 	select {
 	case m.changed <- struct{}{}:
 	default:
