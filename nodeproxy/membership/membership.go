@@ -114,7 +114,7 @@ type Membership struct {
 
 	mu    sync.Mutex
 	alive map[string]bool
-	// dead are the nodes that failed (probes, not a graceful leave) and have not come back.
+	// dead are the nodes that were alive and left the view, and have not come back.
 	dead    map[string]bool
 	peers   []netip.Addr
 	changed chan struct{}
@@ -176,9 +176,11 @@ func (m *Membership) IsAlive(node string) bool {
 	return m.alive[node]
 }
 
-// Dead returns a copy of the nodes that failed: they were alive in the view and were then
-// declared dead by the failure detector (a crash, a cut link), not left gracefully (an agent
-// stopped with SIGTERM), and have not come back. A node never seen alive is not dead.
+// Dead returns a copy of the nodes that were alive in the view and left it, and have not come
+// back: declared dead by the failure detector (a crash, a cut link) or left gracefully (an
+// agent stopped). memberlist v0.5.4 does not tell the two apart in its leave notification
+// (the Node it passes keeps its last alive state), so both count. A node never seen alive is
+// not dead.
 func (m *Membership) Dead() map[string]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -281,30 +283,25 @@ func (m *Membership) shutdown() error {
 // updates the view and signals without blocking.
 type events Membership
 
-func (e *events) NotifyJoin(n *memberlist.Node) { (*Membership)(e).set(n.Name, true, false) }
-func (e *events) NotifyLeave(n *memberlist.Node) {
-	(*Membership)(e).set(n.Name, false, n.State == memberlist.StateDead)
-}
+func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).set(n.Name, true) }
+func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).set(n.Name, false) }
 func (e *events) NotifyUpdate(n *memberlist.Node) {}
 
-func (m *Membership) set(name string, alive, failed bool) {
+func (m *Membership) set(name string, alive bool) {
 	m.mu.Lock()
-	if m.alive[name] == alive && m.dead[name] == failed {
+	if m.alive[name] == alive {
 		m.mu.Unlock()
 		return
 	}
 	if alive {
 		m.alive[name] = true
+		delete(m.dead, name)
 	} else {
 		delete(m.alive, name)
-	}
-	if failed {
 		m.dead[name] = true
-	} else {
-		delete(m.dead, name)
 	}
 	m.mu.Unlock()
-	m.cfg.Log.Info("Membership view changed", "node", name, "alive", alive, "failed", failed)
+	m.cfg.Log.Info("Membership view changed", "node", name, "alive", alive)
 	select {
 	case m.changed <- struct{}{}:
 	default:

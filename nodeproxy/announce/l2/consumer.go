@@ -7,12 +7,14 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
@@ -89,6 +91,7 @@ func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
 	var errs []error
 	var mine []VIP
 	winners := map[netip.Addr]string{}
+	var taken []takeover
 	for _, t := range targets {
 		if t.Pool == nil || t.Pool.Spec.Announce.L2 == nil {
 			continue
@@ -115,7 +118,7 @@ func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
 		}
 		mine = append(mine, VIP{Addr: t.VIP, Interfaces: ifaces})
 		if prev, known := c.winners[t.VIP]; !known || prev != w {
-			c.tookOver(t, prev, known, st.NodeName)
+			taken = append(taken, takeover{target: t, prev: prev})
 		}
 	}
 	if err := c.opts.Announcer.Set(mine...); err != nil {
@@ -129,7 +132,13 @@ func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
 		}
 		c.lastAlive = len(st.Alive)
 	}
+	for vip, prev := range c.winners {
+		if prev == st.NodeName && winners[vip] != st.NodeName {
+			c.opts.Log.Info("Withdrawing VIP", "vip", vip, "next", winners[vip])
+		}
+	}
 	c.winners = winners
+	c.tookOver(st.NodeName, taken)
 	c.metrics.announced.Reset()
 	for _, v := range mine {
 		c.metrics.announced.WithLabelValues(v.Addr.String()).Set(1)
@@ -137,23 +146,41 @@ func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
 	return errors.Join(errs...)
 }
 
-// tookOver records that this node started announcing t.VIP: a Normal Event on each Service
-// holding it (only the new winner records it, so there is one per change) and, when another
-// node announced it before, a takeover.
-func (c *Consumer) tookOver(t announce.Target, prev string, known bool, me string) {
-	was := "none"
-	if known && prev != "" {
-		was = prev
-		c.metrics.takeovers.Inc()
+// takeover is a VIP this node started announcing in a sync, and who announced it before ("":
+// nobody, or unknown).
+type takeover struct {
+	target announce.Target
+	prev   string
+}
+
+// tookOver records the VIPs this node started announcing: a metric for each taken from
+// another node, a log line each, and one Normal Event per Service listing its VIPs (only the
+// new announcer records it, so there is one per change; one per Service because the events
+// library folds Events that differ only in their note into a series).
+func (c *Consumer) tookOver(me string, taken []takeover) {
+	notes := map[types.NamespacedName][]string{}
+	var keys []types.NamespacedName
+	for _, tk := range taken {
+		was := "none"
+		if tk.prev != "" {
+			was = tk.prev
+			c.metrics.takeovers.Inc()
+		}
+		c.opts.Log.Info("Announcing VIP", "vip", tk.target.VIP, "previous", was)
+		for _, key := range tk.target.Services {
+			if notes[key] == nil {
+				keys = append(keys, key)
+			}
+			notes[key] = append(notes[key], fmt.Sprintf("%s by %s (previously: %s)", tk.target.VIP, protocolOf(tk.target.VIP), was))
+		}
 	}
-	c.opts.Log.Info("Announcing VIP", "vip", t.VIP, "previous", was)
 	if c.opts.Recorder == nil {
 		return
 	}
-	for _, key := range t.Services {
+	for _, key := range keys {
 		ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: key.Namespace, Name: key.Name}
 		c.opts.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonAnnouncing, "Announce",
-			"node %s announces %s by %s (previously: %s)", me, t.VIP, protocolOf(t.VIP), was)
+			"node %s announces %s", me, strings.Join(notes[key], ", "))
 	}
 }
 
