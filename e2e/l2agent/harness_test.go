@@ -310,7 +310,9 @@ func service(tb testing.TB, name string, v4, v6 netip.Addr) *corev1.Service {
 	if _, err := shared.cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = shared.cs.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	tb.Cleanup(func() {
+		_ = shared.cs.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got, err := shared.cs.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
