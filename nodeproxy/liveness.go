@@ -58,8 +58,6 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 	a.loop.liveness = func() (map[string]bool, map[string]bool) { return m.Alive(), m.Dead() }
 	metrics.observe(m)
 	go func() {
-		tick := time.NewTicker(cfg.RejoinInterval)
-		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
@@ -68,8 +66,20 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 				metrics.changes.Inc()
 				metrics.observe(m)
 				a.loop.requestUrgent()
+			}
+		}
+	}()
+	// Nodes come and go: keep the peer list current. SetPeers joins the new ones and may block
+	// for memberlist's TCP timeout on an unreachable peer, so it has a goroutine of its own:
+	// view changes must reach the loop at once.
+	go func() {
+		tick := time.NewTicker(cfg.RejoinInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
 			case <-tick.C:
-				// Nodes come and go: keep the peer list current (SetPeers joins the new).
 				m.SetPeers(peers())
 			}
 		}
