@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -263,6 +265,20 @@ func TestL2Announce(t *testing.T) {
 			t.Logf("%s: failover %v; %d requests in the %v after, %d failed", failure, res.failover, res.sent, afterAnnounce, res.failed)
 			waitEvent(t, s.name, l2.ReasonAnnouncing, fmt.Sprintf("node %s announces %s by ARP (previously: %s), %s by NDP (previously: %s)",
 				next, s.v4, winner, s.v6, winner))
+			m := metrics(t, next)
+			for _, want := range []string{
+				`portico_agent_l2_announced{vip="` + s.v4.String() + `"} 1`,
+				`portico_agent_l2_announced{vip="` + s.v6.String() + `"} 1`,
+				`portico_agent_membership_nodes{state="alive"} 2`,
+				`portico_agent_membership_nodes{state="dead"} 1`,
+			} {
+				if !strings.Contains(m, want+"\n") {
+					t.Errorf("%s's metrics lack %s", next, want)
+				}
+			}
+			if !strings.Contains(m, "portico_agent_l2_takeovers_total ") || strings.Contains(m, "portico_agent_l2_takeovers_total 0\n") {
+				t.Errorf("%s's metrics count no takeover", next)
+			}
 			if failure == failureLinkCut {
 				// A partition: the cut-off node still sees itself alone and keeps announcing
 				// (nobody hears it); the others elected next.
@@ -282,6 +298,22 @@ func TestL2Announce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// metrics reads node's agent's /metrics over the lab's root link.
+func metrics(tb testing.TB, node string) string {
+	tb.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + netip.AddrPortFrom(nodeByName(node).Addr, 10249).String() + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
 }
 
 // waitEvent waits for an Event with reason on the Service whose note contains note.
