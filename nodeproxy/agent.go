@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -54,6 +55,11 @@ func Run(ctx context.Context, cfg config.Agent) error {
 	if len(cfg.Announcers) > 0 {
 		if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 			return fmt.Errorf("creating dynamic client: %w", err)
+		}
+		// Without the CRD (or the RBAC to list it) the pool informer would never sync and the
+		// agent would wait silently: say so at startup instead.
+		if _, err := dyn.Resource(tracker.AddressPoolsResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return fmt.Errorf("--announce needs AddressPools (install deploy/crds, and let the agent list addresspools.portico-lb.io): %w", err)
 		}
 	}
 	a, err := newAgent(ctx, cfg, cs, dyn)
