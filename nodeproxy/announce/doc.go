@@ -44,8 +44,9 @@
 // repeats it and so reopens failed sockets. When the view grows (a healed partition) and the
 // node still announces something, it calls Reannounce so that clients that followed the other
 // side come back. The new announcer of a VIP records a Normal L2Announcing Event on each
-// Service holding it ("node N announces VIP by ARP (previously: M)"; one per Service and sync,
-// since the events library folds Events that differ only in their note into a series) and
+// Service holding it, related to its Node ("node N announces VIP by ARP (previously: M)"; one
+// per Service and sync, since the events library folds Events that differ only in their note
+// into a series: a node taking the same Service over again counts up its series) and
 // counts portico_agent_l2_takeovers_total when another node announced it before; the gauge
 // portico_agent_l2_announced{vip} shows what a node answers for.
 //

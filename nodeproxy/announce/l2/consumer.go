@@ -156,7 +156,7 @@ type takeover struct {
 // tookOver records the VIPs this node started announcing: a metric for each taken from
 // another node, a log line each, and one Normal Event per Service listing its VIPs (only the
 // new announcer records it, so there is one per change; one per Service because the events
-// library folds Events that differ only in their note into a series).
+// library folds Events that differ only in their note into a series, counting repeats).
 func (c *Consumer) tookOver(me string, taken []takeover) {
 	notes := map[types.NamespacedName][]string{}
 	var keys []types.NamespacedName
@@ -177,9 +177,12 @@ func (c *Consumer) tookOver(me string, taken []takeover) {
 	if c.opts.Recorder == nil {
 		return
 	}
+	// The announcing Node is the related object: Events of different announcers stay apart
+	// (the events library folds Events with the same regarding, related, reason and action).
+	node := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: me}
 	for _, key := range keys {
 		ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: key.Namespace, Name: key.Name}
-		c.opts.Recorder.Eventf(ref, nil, corev1.EventTypeNormal, ReasonAnnouncing, "Announce",
+		c.opts.Recorder.Eventf(ref, node, corev1.EventTypeNormal, ReasonAnnouncing, "Announce",
 			"node %s announces %s", me, strings.Join(notes[key], ", "))
 	}
 }

@@ -241,3 +241,24 @@ func TestConsumerSelectorsAndLocalEndpoints(t *testing.T) {
 		t.Errorf("198.18.10.2 (Local) announced by %v, want node2", n)
 	}
 }
+
+// TestConsumerReannouncesWhenTheViewGrows: a healed partition looks like nodes coming back;
+// the announcer sends a new round of gratuitous announcements for what it keeps.
+func TestConsumerReannouncesWhenTheViewGrows(t *testing.T) {
+	w := newWorld(t)
+	for _, n := range []string{"node1", "node2", "node3"} {
+		w.node(n, nil)
+	}
+	w.pool("l2", &v1alpha1.L2Announce{}, "198.18.10.0/24")
+	w.service("web", false, []string{"198.18.10.1"})
+	o := order(t, w, "198.18.10.1")
+	c, f := newTestConsumer(nil, nil)
+	for _, view := range [][]string{{o[0]}, {o[0], o[1]}, {o[0], o[1]}, {o[0], o[1], o[2]}} {
+		if err := c.Sync(context.Background(), w.state(o[0], view...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.set) != 1 || f.reannounced != 2 {
+		t.Errorf("announces %v, reannounced %d times; want the VIP, re-announced on each of the 2 growths", f.addrs(), f.reannounced)
+	}
+}
