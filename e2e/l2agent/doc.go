@@ -16,6 +16,11 @@
 // isolated one reaches nobody); after the link comes back exactly one node answers and the
 // VIPs return to the first node in the order.
 //
+// TestLocalPolicyAnnouncesFromEndpointNode puts the only endpoint of an externalTrafficPolicy:
+// Local Service on the node that comes last in its VIP's election order: that node announces.
+// TestStartupErrors runs the binary with bad announcement flags and without access to
+// AddressPools: it exits at once naming every problem.
+//
 // BenchmarkL2Failover repeats both failures (-l2agent.trials, 10 by default) and reports the
 // median and worst time from the failure to the client's neighbour entry moving to the new
 // node, and the requests failed in the 5 s after.
