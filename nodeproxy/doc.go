@@ -56,8 +56,10 @@
 //
 // Informer events only record which Services changed and add the single key "sync" to a
 // client-go rate-limiting workqueue, so bursts coalesce; a golang.org/x/time/rate limiter holds
-// syncs to one per --min-sync-period. A change of the membership view queues a full sync that
-// skips the limiter: failover time counts, and such changes are rare. A full sync runs at start, after any failure, when the
+// syncs to one per --min-sync-period. A change of the membership view marks the Services with
+// endpoints on the nodes whose liveness changed and queues a sync that skips the limiter:
+// failover time counts, and such changes are rare. That sync is partial (announcers recompute
+// every VIP on every sync), so a failover does not wait for a full sync's rewrite. A full sync runs at start, after any failure, when the
 // Node's addresses or zone change, and every --sync-period, which repairs drift in the kernel
 // (a flushed or edited chain, a deleted jump; see package rules for what a full sync writes; at
 // 10,000 Services it costs one iptables-save, about 1.5 s here, when nothing drifted); the

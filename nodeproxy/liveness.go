@@ -57,6 +57,7 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 	a.log.Info("Joined membership", "bind", netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.Port)), "alive", len(m.Alive()))
 	a.loop.liveness = func() (map[string]bool, map[string]bool) { return m.Alive(), m.Dead() }
 	metrics.observe(m)
+	lastDead := m.Dead()
 	go func() {
 		for {
 			select {
@@ -65,6 +66,13 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 			case <-m.Changes():
 				metrics.changes.Inc()
 				metrics.observe(m)
+				// Urgent before marking: a sync that starts on a mark must skip the limiter.
+				a.loop.urgent.Store(true)
+				dead := m.Dead()
+				for _, key := range a.tracker.Store().ServicesWithEndpointsOn(symmetricDifference(lastDead, dead)) {
+					a.tracker.Mark(key)
+				}
+				lastDead = dead
 				a.loop.requestUrgent()
 			}
 		}
@@ -89,6 +97,22 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 			a.log.Error(err, "Leaving membership")
 		}
 	}, nil
+}
+
+// symmetricDifference returns the names in exactly one of a and b.
+func symmetricDifference(a, b map[string]bool) map[string]bool {
+	out := map[string]bool{}
+	for n := range a {
+		if !b[n] {
+			out[n] = true
+		}
+	}
+	for n := range b {
+		if !a[n] {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // internalIPs returns n's InternalIPs in order.

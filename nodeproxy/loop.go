@@ -92,11 +92,13 @@ func (l *syncLoop) requestFull() {
 	l.queue.Add(syncKey)
 }
 
-// requestUrgent queues a full sync that does not wait for the rate limiter: the membership
-// view changed, and a failover should not wait up to --min-sync-period. Membership changes
-// are rare (a node dies, leaves or joins), so this does not defeat the limiter.
+// requestUrgent queues a sync that does not wait for the rate limiter: the membership view
+// changed, and a failover should not wait up to --min-sync-period. Membership changes are rare
+// (a node dies, leaves or joins), so this does not defeat the limiter. The sync is partial:
+// the caller marks the Services whose rules the change affects (those with endpoints on the
+// nodes concerned), and announcers recompute every VIP on every sync anyway, so that a
+// failover does not wait for a full sync's rewrite (seconds at 10,000 Services).
 func (l *syncLoop) requestUrgent() {
-	l.fullPending.Store(true)
 	l.urgent.Store(true)
 	l.queue.Add(syncKey)
 }

@@ -26,6 +26,7 @@ import (
 // loopFixture is the sync loop over a tracker without informers, the real netfilter
 // programmer over the fake netfilter seam, and a recording consumer.
 type loopFixture struct {
+	store    *tracker.CacheStore
 	loop     *syncLoop
 	tracker  *tracker.Tracker
 	fake     *netfiltertest.Fake
@@ -56,7 +57,7 @@ func newLoopFixture(t *testing.T) *loopFixture {
 	store := tracker.NewCacheStore("node1", f.services, f.slices, cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	f.loop = newSyncLoop(logr.Discard(), "node1", 0, newLoopMetrics(nil))
 	f.tracker = tracker.NewForStore(store, f.loop.notify)
-	f.loop.changes, f.loop.store = f.tracker, store
+	f.loop.changes, f.loop.store, f.store = f.tracker, store, store
 	proxier := netfilter.New(netfilter.Options{Config: config.DefaultAgent(), Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: f.fake}})
 	f.loop.consumers = []Consumer{proxier, f.rec}
 	t.Cleanup(f.loop.queue.ShutDown)
@@ -182,9 +183,10 @@ func TestSyncLoopConsumerFailure(t *testing.T) {
 	}
 }
 
-// TestMembershipChangeSkipsLimiterAndDropsDeadEndpoints: a membership change (requestUrgent)
-// syncs at once despite --min-sync-period, as a full sync that hands the view to every consumer,
-// and netfilter leaves the dead node's endpoint out; an ordinary change still waits.
+// TestMembershipChangeSkipsLimiterAndDropsDeadEndpoints: a membership change (the Services with
+// endpoints on the node marked, then requestUrgent) syncs at once despite --min-sync-period, as
+// a partial sync over those Services that hands the view to every consumer, and netfilter
+// leaves the dead node's endpoint out; an ordinary change still waits.
 func TestMembershipChangeSkipsLimiterAndDropsDeadEndpoints(t *testing.T) {
 	f := newLoopFixture(t)
 	f.loop.limiter = rate.NewLimiter(rate.Every(time.Hour), 1)
@@ -213,6 +215,12 @@ func TestMembershipChangeSkipsLimiterAndDropsDeadEndpoints(t *testing.T) {
 	}
 
 	dead["node2"] = true
+	marked := f.store.ServicesWithEndpointsOn(map[string]bool{"node2": true})
+	if len(marked) != 1 || marked[0].Name != "web" {
+		t.Fatalf("services with endpoints on node2 = %v, want web", marked)
+	}
+	f.loop.urgent.Store(true)
+	f.tracker.Mark(marked[0])
 	f.loop.requestUrgent()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -220,8 +228,8 @@ func TestMembershipChangeSkipsLimiterAndDropsDeadEndpoints(t *testing.T) {
 		t.Fatal("the membership change waited for the rate limiter")
 	}
 	st := f.rec.states[len(f.rec.states)-1]
-	if !st.Full || !st.Dead["node2"] || st.Alive["node2"] {
-		t.Errorf("sync after the change: full=%v alive=%v dead=%v, want a full sync with node2 dead", st.Full, st.Alive, st.Dead)
+	if st.Full || len(st.Changed) != 1 || !st.Dead["node2"] || st.Alive["node2"] {
+		t.Errorf("sync after the change: full=%v changed=%v alive=%v dead=%v, want a partial sync of web with node2 dead", st.Full, st.Changed, st.Alive, st.Dead)
 	}
 	if b := f.bucket(); strings.Contains(b, "198.19.2.2:8080") || !strings.Contains(b, "198.19.1.2:8080") {
 		t.Errorf("rules after node2 died, want node1's endpoint only:\n%s", b)

@@ -17,9 +17,10 @@
 //     membership peers); a Node change that matters to elections (labels, addresses, taints,
 //     condition statuses, deletion; not heartbeats) queues a sync;
 //   - Store.AddressPools(): the pools; a spec change queues a sync;
-//   - Alive and Dead: the membership view (package membership). A change of the view queues
-//     a full sync that skips the loop's rate limiter (--min-sync-period), so a failover does
-//     not wait for it;
+//   - Alive and Dead: the membership view (package membership). A change of the view marks
+//     the Services with endpoints on the nodes concerned and queues a sync that skips the
+//     loop's rate limiter (--min-sync-period), so a failover waits neither for the limiter
+//     nor for a full sync;
 //   - the Services with their status.loadBalancer.ingress IPs (the allocator's record),
 //     externalTrafficPolicy and EndpointSlices, as for every consumer.
 //

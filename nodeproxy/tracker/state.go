@@ -189,6 +189,30 @@ func (c *CacheStore) AddressPools() ([]v1alpha1.AddressPool, error) {
 	return out, nil
 }
 
+// ServicesWithEndpointsOn lists the Services with an endpoint (ready or not) on one of nodes,
+// sorted: the ones whose rules change when those nodes' liveness does.
+func (c *CacheStore) ServicesWithEndpointsOn(nodes map[string]bool) []types.NamespacedName {
+	seen := map[types.NamespacedName]bool{}
+	for _, o := range c.slicesByService.List() {
+		s, ok := o.(*discoveryv1.EndpointSlice)
+		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil && nodes[*e.NodeName] {
+				seen[types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}] = true
+				break
+			}
+		}
+	}
+	out := make([]types.NamespacedName, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, compareKeys)
+	return out
+}
+
 // SliceServiceIndex indexes EndpointSlices by "namespace/service" (their service-name label).
 const SliceServiceIndex = "portico-service"
 
