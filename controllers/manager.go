@@ -72,6 +72,7 @@ func NewManager(ctx context.Context, cfg config.Controller, restCfg *rest.Config
 		ClusterName: cfg.ClusterName,
 		Logger:      logger.WithName("provider"),
 		RESTConfig:  restCfg,
+		Cache:       mgr.GetCache(),
 		Metrics:     ctrlmetrics.Registry,
 		ProviderFor: func(class *string) string {
 			p, _ := ownership.ProviderFor(&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class}})

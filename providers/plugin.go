@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Plugin is how a provider joins Portico. Each provider package exports one Plugin value and
@@ -48,6 +49,10 @@ type Env struct {
 	// RESTConfig reaches the Kubernetes API server, for providers that read cluster objects
 	// (bare-metal address pools). Providers never write Services. Nil in unit tests.
 	RESTConfig *rest.Config
+	// Cache reads from the informer cache the binary's controllers share (portico-controller's
+	// manager cache), so that objects read on every call cost no API request. What it returns
+	// may lag the API server. Nil when the binary has none (portico-ccm, unit tests).
+	Cache client.Reader
 	// Metrics is where the provider registers its collectors; nil means it registers none.
 	Metrics prometheus.Registerer
 	// ProviderFor names the provider this binary hands Services of a loadBalancerClass to (nil:

@@ -60,7 +60,8 @@ func SetupWithManager(mgr ctrl.Manager) error {
 
 func (r *Reconciler) allPools(ctx context.Context, _ client.Object) []reconcile.Request {
 	var list v1alpha1.AddressPoolList
-	if err := r.Client.List(ctx, &list); err != nil {
+	// Only the names are read: the cache's objects are not copied.
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing address pools")
 		return nil
 	}
@@ -78,7 +79,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("listing address pools: %w", err)
 	}
 	var svcs corev1.ServiceList
-	if err := r.Client.List(ctx, &svcs); err != nil {
+	// Every Service's status change brings us here: the Services are only read, so the cache's
+	// objects are not copied.
+	if err := r.Client.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing services: %w", err)
 	}
 	var held []netip.Addr

@@ -81,11 +81,12 @@ func TestConcurrentCreatesAndExhaustion(t *testing.T) {
 			t.Errorf("%s moved from %s to %v", name, ip, got)
 		}
 	}
-	// Freeing one address serves the pending Service.
+	// Freeing one address serves the pending Service. (Read before the delete: the controller
+	// may clear c0's status before a read after it.)
+	freed := e.ips("c0")
 	if err := e.cs.CoreV1().Services(e.ns).Delete(context.Background(), "c0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	freed := e.ips("c0")
 	if got := e.waitIPs("extra", 1); !slices.Equal(got, freed) {
 		t.Errorf("extra got %v, want the freed %v", got, freed)
 	}

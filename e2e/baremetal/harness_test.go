@@ -27,7 +27,6 @@ import (
 	"github.com/portico-lb/portico/controllers"
 	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/e2e/cluster"
-	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/baremetal"
 )
 
@@ -113,7 +112,6 @@ func newEnv(t *testing.T) *env {
 type controller struct {
 	stop context.CancelFunc
 	done chan error
-	prov providers.Provider
 }
 
 // start runs a controller for e's class; leaderElect makes it compete for e's Lease.
@@ -125,24 +123,17 @@ func (e *env) start(leaderElect bool) *controller {
 	cfg.LeaderElectionNamespace = e.ns
 	cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration = 3*time.Second, 2*time.Second, 500*time.Millisecond
 	cfg.MetricsBindAddress, cfg.HealthProbeBindAddress = "0", "0"
-	ownership := service.Ownership{Classes: cfg.Classes}
-	prov, err := baremetal.Plugin.NewConfig().New(context.Background(), providers.Env{
-		RESTConfig: testCluster.Config(),
-		ProviderFor: func(class *string) string {
-			p, _ := ownership.ProviderFor(&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class}})
-			return p
-		},
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	// The manager builds the provider from the configuration, as portico-controller does, so
+	// that it reads pools from the manager's cache. Several controllers share this process:
+	// their metrics would collide in controller-runtime's registry.
+	cfg.Providers[baremetal.Name].(*baremetal.Config).DisableMetrics = true
 	// NewManager adds the v1alpha1 scheme and the pool reconciler since a class maps to baremetal.
-	mgr, err := controllers.NewManager(context.Background(), cfg, testCluster.Config(), ctrl.Log.WithName(e.ns), map[string]providers.Provider{baremetal.Name: prov})
+	mgr, err := controllers.NewManager(context.Background(), cfg, testCluster.Config(), ctrl.Log.WithName(e.ns), nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &controller{stop: cancel, done: make(chan error, 1), prov: prov}
+	c := &controller{stop: cancel, done: make(chan error, 1)}
 	go func() { c.done <- mgr.Start(ctx) }()
 	e.t.Cleanup(func() { e.stopController(c) })
 	return c

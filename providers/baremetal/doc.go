@@ -9,7 +9,11 @@
 //   - alloc.go: the allocator, pure and table-tested: which address a Service gets, sharing,
 //     dual stack, stickiness;
 //   - provider.go: the providers.Provider around it, reading pools, Services and namespaces
-//     from the API server (never writing), with every allocation under one mutex.
+//     (never writing), with every allocation under one mutex held only for the pure step;
+//   - cache.go: where it reads from: pools and namespaces from portico-controller's manager
+//     cache, or in portico-ccm from an AddressPool informer of its own; Services always from
+//     the API server;
+//   - metrics.go: allocation latency and pool usage per pool and family.
 //
 // # Stickiness and duplicates
 //
@@ -21,6 +25,21 @@
 // a different requested address, a different pool (portico-lb.io/address-pool), a different
 // internal setting, or sharing rules it no longer meets. The released address goes back to its
 // pool at once. Editing or deleting a pool never takes an address away from a Service.
+//
+// # A stale cache never causes a duplicate
+//
+// Pools (and namespace labels) are read from an informer cache on every Ensure and may lag the
+// API server. They only say which addresses exist and which Services may use them; whether an
+// address is free is decided by the allocator's record, under the mutex, and nothing else. That
+// record is rebuilt once, before the first allocation or release, from a quorum LIST of the
+// Services straight from the API server (never from a cache: a new leader's cache may not yet
+// show the status its predecessor last wrote), and every later Assign and Release updates it
+// under the same mutex. A stale pool view therefore can only make a Service wait (a pool not
+// seen yet: it pends and is retried after PendingRetry), or hand out a free address of a range
+// that was just removed or a pool just deleted (as if the edit had come a moment later; the
+// address is recorded as held, so no one else receives it, and it is kept, as after any pool
+// edit). It never offers an address the record holds. TestStalePoolsNeverDuplicate feeds the
+// provider alternating old and new pool views under concurrent Ensures.
 //
 // Within one process every decision is made under one mutex, so two Services never receive the
 // same address. Two controller processes never allocate at the same time: portico-controller

@@ -31,14 +31,21 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 // Validate has nothing to check.
 func (c *Config) Validate(*field.Path) field.ErrorList { return nil }
 
-// New builds the provider on env.RESTConfig and registers its metrics on env.Metrics.
-func (c *Config) New(_ context.Context, env providers.Env) (providers.Provider, error) {
+// New builds the provider on env.RESTConfig and registers its metrics on env.Metrics. It reads
+// pools (and namespaces) from env.Cache when the binary has one; otherwise it starts an
+// AddressPool informer of its own, which runs until ctx ends: ctx must then outlive the
+// provider (portico-ccm passes a context that never ends).
+func (c *Config) New(ctx context.Context, env providers.Env) (providers.Provider, error) {
 	if env.RESTConfig == nil {
 		return nil, errors.New("the bare-metal provider reads AddressPools and Services and needs a Kubernetes API connection")
 	}
-	src, err := NewAPISource(env.RESTConfig)
+	api, err := newAPIClient(env.RESTConfig)
 	if err != nil {
 		return nil, err
+	}
+	var src Source = cachedSource{api: apiSource{c: api}, cache: env.Cache}
+	if env.Cache == nil {
+		src = newInformerSource(ctx, api)
 	}
 	opts := Options{Source: src}
 	if env.ProviderFor != nil {

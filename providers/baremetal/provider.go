@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,20 +35,26 @@ type Options struct {
 
 // Provider is the bare-metal providers.Provider. Create it with New.
 type Provider struct {
-	src  Source
-	owns func(class *string) bool
+	src     Source
+	owns    func(class *string) bool
+	metrics *metrics
 
-	mu     sync.Mutex
-	synced bool
-	alloc  *Allocator
-	pools  []*Pool // last seen, for metrics
+	// syncMu serialises the one rebuild from the Services' status; synced is set once it is
+	// done, and nothing is allocated or released before.
+	syncMu sync.Mutex
+	synced atomic.Bool
+
+	// mu guards the allocator and pools, and is held only for pure, in-memory steps.
+	mu    sync.Mutex
+	alloc *Allocator
+	pools []*Pool // last seen, for metrics
 }
 
 var _ providers.Provider = (*Provider)(nil)
 
 // New returns a Provider. It reads nothing until its first call.
 func New(opts Options) *Provider {
-	return &Provider{src: opts.Source, owns: opts.Owns, alloc: NewAllocator()}
+	return &Provider{src: opts.Source, owns: opts.Owns, alloc: NewAllocator(), metrics: newMetrics()}
 }
 
 // Name implements providers.Provider.
@@ -60,15 +67,19 @@ func (p *Provider) Capabilities() providers.Capabilities {
 }
 
 // Ensure implements providers.Provider: it decides (or keeps) the Service's addresses.
-func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (providers.Status, error) {
+func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (st providers.Status, err error) {
 	if lb == nil {
 		return providers.Status{}, errors.New("ensuring load balancer: nil model")
 	}
 	if lb.Ref.Namespace == "" || lb.Ref.Name == "" {
 		return providers.Status{}, fmt.Errorf("ensuring load balancer %q: ref needs a namespace and a name", lb.Ref)
 	}
-	// Reads happen outside the lock; staleness of the pools cannot cause duplicates, only the
-	// allocator's record (under the lock) decides who holds what.
+	defer p.metrics.observeAllocation(time.Now(), &err)
+	if err := p.sync(ctx); err != nil {
+		return providers.Status{}, err
+	}
+	// Reads happen outside the lock and may be stale (they come from an informer cache): only
+	// the allocator's record, under the lock, decides who holds what (see doc.go).
 	pools, err := p.readPools(ctx)
 	if err != nil {
 		return providers.Status{}, err
@@ -81,13 +92,7 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 	}
 	req := RequestFor(lb, nsLabels)
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.syncLocked(ctx, pools); err != nil {
-		return providers.Status{}, err
-	}
-	p.pools = pools
-	ips, err := p.alloc.Assign(pools, req)
+	ips, err := p.assign(pools, req)
 	var pend *PendingError
 	if errors.As(err, &pend) {
 		return providers.Status{}, providers.RetryAfter(PendingRetry, "%s", pend.Reason)
@@ -98,18 +103,22 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 	return status(ips), nil
 }
 
+// assign is the only step of Ensure under the lock: pure and in memory.
+func (p *Provider) assign(pools []*Pool, req Request) ([]netip.Addr, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pools = pools
+	return p.alloc.Assign(pools, req)
+}
+
 // Get implements providers.Provider.
 func (p *Provider) Get(ctx context.Context, ref providers.Ref) (providers.Status, error) {
-	pools, err := p.readPools(ctx)
-	if err != nil {
+	if err := p.sync(ctx); err != nil {
 		return providers.Status{}, err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.syncLocked(ctx, pools); err != nil {
-		return providers.Status{}, err
-	}
 	ips, ok := p.alloc.Holding(ref)
+	p.mu.Unlock()
 	if !ok {
 		return providers.Status{}, fmt.Errorf("getting load balancer %s: %w", ref, providers.ErrNotFound)
 	}
@@ -118,17 +127,13 @@ func (p *Provider) Get(ctx context.Context, ref providers.Ref) (providers.Status
 
 // Delete implements providers.Provider: the Service's addresses go back to their pools.
 func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
-	pools, err := p.readPools(ctx)
-	if err != nil {
+	// Rebuild first, or the rebuild would later restore what is being deleted from a status
+	// not yet cleared.
+	if err := p.sync(ctx); err != nil {
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// Rebuild first, or the rebuild would later restore what is being deleted from a status
-	// not yet cleared.
-	if err := p.syncLocked(ctx, pools); err != nil {
-		return err
-	}
 	p.alloc.Release(ref)
 	return nil
 }
@@ -141,10 +146,16 @@ func (p *Provider) readPools(ctx context.Context) ([]*Pool, error) {
 	return ResolvePools(items), nil
 }
 
-// syncLocked rebuilds the allocations from the owned Services' status, once. The caller holds
-// p.mu.
-func (p *Provider) syncLocked(ctx context.Context, pools []*Pool) error {
-	if p.synced {
+// sync rebuilds the allocations from the owned Services' status, once, before anything is
+// allocated or released. The Services are read from the API server (a quorum read), never from
+// a cache: see doc.go.
+func (p *Provider) sync(ctx context.Context) error {
+	if p.synced.Load() {
+		return nil
+	}
+	p.syncMu.Lock()
+	defer p.syncMu.Unlock()
+	if p.synced.Load() {
 		return nil
 	}
 	svcs, err := p.src.Services(ctx)
@@ -161,6 +172,8 @@ func (p *Provider) syncLocked(ctx context.Context, pools []*Pool) error {
 		}
 		return a.Name < b.Name
 	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for i := range svcs {
 		svc := &svcs[i]
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (p.owns != nil && !p.owns(svc.Spec.LoadBalancerClass)) {
@@ -169,7 +182,7 @@ func (p *Provider) syncLocked(ctx context.Context, pools []*Pool) error {
 		ref := providers.Ref{Namespace: svc.Namespace, Name: svc.Name, UID: string(svc.UID)}
 		p.alloc.Restore(ref, statusIPs(svc), serviceSharing(svc))
 	}
-	p.synced, p.pools = true, pools
+	p.synced.Store(true)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,5 +132,65 @@ func TestRebuildFromStatus(t *testing.T) {
 	}
 	if got := ensure("dup"); got != netip.MustParseAddr("198.18.1.3") {
 		t.Errorf("duplicate got %s, want a fresh 198.18.1.3", got)
+	}
+}
+
+// staleSource serves, on each read, either the pools as they were or as they are now, as an
+// informer cache that lags the API server would.
+type staleSource struct {
+	staticSource
+	reads      atomic.Int64
+	old, fresh []v1alpha1.AddressPool
+}
+
+func (s *staleSource) AddressPools(context.Context) ([]v1alpha1.AddressPool, error) {
+	if s.reads.Add(1)%2 == 0 {
+		return s.old, nil
+	}
+	return s.fresh, nil
+}
+
+// TestStalePoolsNeverDuplicate: concurrent Ensures that see different versions of the pools
+// (one pool grew, another was deleted) never receive the same address: who holds what is the
+// allocator's record, not the pools.
+func TestStalePoolsNeverDuplicate(t *testing.T) {
+	src := &staleSource{
+		old:   []v1alpha1.AddressPool{pool("grows", "198.18.5.0-198.18.5.9"), pool("gone", "198.18.6.0-198.18.6.9")},
+		fresh: []v1alpha1.AddressPool{pool("grows", "198.18.5.0-198.18.5.29")},
+	}
+	p := baremetal.New(baremetal.Options{Source: src})
+	const n = 40
+	got := make([]netip.Addr, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			st, err := p.Ensure(context.Background(), &providers.LoadBalancer{Ref: providers.Ref{Namespace: "ns", Name: fmt.Sprint("s", i), UID: fmt.Sprint(i)},
+				IPFamilies: []providers.IPFamily{providers.IPv4}, Ports: []providers.Port{{Protocol: providers.TCP, Port: 80}}})
+			if err == nil {
+				got[i] = st.Ingress[0].IP
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	seen := map[netip.Addr]int{}
+	served := 0
+	for i := range n {
+		if errs[i] != nil {
+			if _, ok := errs[i].(*providers.RetryError); !ok {
+				t.Fatalf("Ensure s%d = %v, want success or a RetryError (exhausted)", i, errs[i])
+			}
+			continue
+		}
+		served++
+		if prev, dup := seen[got[i]]; dup {
+			t.Fatalf("s%d and s%d both got %s", prev, i, got[i])
+		}
+		seen[got[i]] = i
+	}
+	// Both views hold 30 addresses between them at most (10+10 old, 30 fresh, overlapping).
+	if served < 20 {
+		t.Errorf("%d of %d Services served, want at least 20 (every read offers at least 20 free addresses at first)", served, n)
 	}
 }

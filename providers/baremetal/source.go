@@ -20,14 +20,14 @@ type Source interface {
 	NamespaceLabels(ctx context.Context, namespace string) (map[string]string, error)
 }
 
-// apiSource reads straight from the API server (quorum reads, no cache): the pools on every
-// Ensure, so pool edits apply at once, and the Services once, to rebuild the allocations.
+// apiSource reads straight from the API server (quorum reads, no cache). The provider reads
+// Services through it, once, to rebuild the allocations, and namespaces in portico-ccm.
 type apiSource struct{ c client.Reader }
 
 var _ Source = apiSource{}
 
-// NewAPISource returns a Source reading from the API server at cfg.
-func NewAPISource(cfg *rest.Config) (Source, error) {
+// newAPIClient returns an uncached client for the objects the provider reads.
+func newAPIClient(cfg *rest.Config) (client.WithWatch, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -35,11 +35,11 @@ func NewAPISource(cfg *rest.Config) (Source, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("creating API client: %w", err)
 	}
-	return apiSource{c: c}, nil
+	return c, nil
 }
 
 func (s apiSource) AddressPools(ctx context.Context) ([]v1alpha1.AddressPool, error) {
