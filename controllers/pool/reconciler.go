@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -52,7 +54,7 @@ func SetupWithManager(mgr ctrl.Manager) error {
 		// Any pool's change can change another's conflicts; any Service's status its counts.
 		// Status-only pool updates (ours) do not bump the generation and are ignored.
 		Watches(&v1alpha1.AddressPool{}, handler.EnqueueRequestsFromMapFunc(r.allPools), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.allPools), builder.WithPredicates(loadBalancerStatusChange{})).
+		Watches(&corev1.Service{}, r.allPoolsLater(), builder.WithPredicates(loadBalancerStatusChange{})).
 		// Several managers share a process in tests, as for the Service controller.
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		Complete(r)
@@ -70,6 +72,28 @@ func (r *Reconciler) allPools(ctx context.Context, _ client.Object) []reconcile.
 		out[i] = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
 	}
 	return out
+}
+
+// statusCoalesce is how long a Service's change waits before its pools' counts are recomputed.
+// The work queue holds a key once, so a burst of allocations (a thousand Services created at
+// once) costs one status write per pool per period instead of one per Service; those writes
+// compete with the Service controller's for the apiserver.
+const statusCoalesce = time.Second
+
+// allPoolsLater enqueues every pool statusCoalesce after a Service event.
+func (r *Reconciler) allPoolsLater() handler.EventHandler {
+	add := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range r.allPools(ctx, nil) {
+			q.AddAfter(req, statusCoalesce)
+		}
+	}
+	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+	return handler.Funcs{
+		CreateFunc:  func(ctx context.Context, _ event.CreateEvent, q queue) { add(ctx, q) },
+		UpdateFunc:  func(ctx context.Context, _ event.UpdateEvent, q queue) { add(ctx, q) },
+		DeleteFunc:  func(ctx context.Context, _ event.DeleteEvent, q queue) { add(ctx, q) },
+		GenericFunc: func(ctx context.Context, _ event.GenericEvent, q queue) { add(ctx, q) },
+	}
 }
 
 // Reconcile implements reconcile.Reconciler.
