@@ -21,7 +21,11 @@ import (
 //
 //	portico-lb.io/replaces = <classic|nlb>/<name>
 //
-// until the replaced one is gone. Node security-group rules cannot carry tags everywhere, so
+// until the replaced one is gone, and every load balancer, once converged,
+//
+//	portico-lb.io/applied = <hash of the desired model last converged>   (applied.go)
+//
+// Node security-group rules cannot carry tags everywhere, so
 // they are owned through their description: "portico/<uid>/<lb-name>/<purpose>" (ruleDescription).
 // Nothing without these marks is ever modified or deleted, except the node security groups'
 // rules the provider added.
@@ -31,6 +35,7 @@ const (
 	tagServiceName   = "kubernetes.io/service-name"
 	tagServiceUID    = "portico-lb.io/service-uid"
 	tagReplaces      = "portico-lb.io/replaces"
+	tagApplied       = "portico-lb.io/applied"
 	rulePrefix       = "portico/"
 )
 
