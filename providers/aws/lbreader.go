@@ -83,6 +83,8 @@ func (r *lbReader) get(ctx context.Context, name string) (*lbRecord, error) {
 	r.busy[name] = b
 	if r.batchMax > 1 {
 		r.open = b
+	} else {
+		close(b.full)
 	}
 	r.mu.Unlock()
 	r.run(ctx, b)
@@ -92,13 +94,11 @@ func (r *lbReader) get(ctx context.Context, name string) (*lbRecord, error) {
 // run is done by the caller that opened the batch: wait for the window (or a full batch), fill
 // the batch with read-ahead names, read, and hand the answers to every waiting caller.
 func (r *lbReader) run(ctx context.Context, b *lbBatch) {
-	if len(b.names) < r.batchMax {
-		t := time.NewTimer(r.window)
-		select {
-		case <-t.C:
-		case <-b.full:
-			t.Stop()
-		}
+	t := time.NewTimer(r.window)
+	select {
+	case <-t.C:
+	case <-b.full:
+		t.Stop()
 	}
 	r.mu.Lock()
 	if r.open == b {
