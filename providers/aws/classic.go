@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 
@@ -524,23 +525,38 @@ func elbInstances(ids []string) []elbtypes.Instance {
 }
 
 // reconcileClassicSecurity converges the load balancer's security groups (its own, or the
-// configured ones), its own group's rules, and the node groups' rules letting it in.
+// configured ones), its own groups' rules (split across groups when the source ranges need more
+// rules than one group holds), and the node groups' rules letting it in. A group no longer
+// needed is detached, unreferenced, then deleted.
 func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.Ref, d desiredLB, cur *elbtypes.LoadBalancerDescription, insts []instance) error {
 	groups := slices.Clone(d.Classic.SecurityGroups)
+	var extra []ec2types.SecurityGroup
 	if len(groups) == 0 {
-		own, err := p.ensureOwnSecurityGroup(ctx, d, aws.ToString(cur.VPCId))
+		// desired checked that the groups, with the extra ones, are at most maxClassicGroups.
+		chunks := splitRules(classicRules(d), maxRulesPerGroup)
+		own, err := p.ensureOwnSecurityGroups(ctx, d, aws.ToString(cur.VPCId), len(chunks))
 		if err != nil {
 			return err
 		}
-		if err := p.reconcileRules(ctx, own, ref.UID, d.Name, classicRules(d)); err != nil {
+		var sets []groupRules
+		for i, g := range own {
+			var want []sgRule
+			if i < len(chunks) {
+				want = chunks[i]
+				groups = append(groups, aws.ToString(g.GroupId))
+			} else {
+				extra = append(extra, g)
+			}
+			sets = append(sets, groupRules{g, want})
+		}
+		if err := p.reconcileRuleSets(ctx, ref.UID, d.Name, sets); err != nil {
 			return err
 		}
-		groups = []string{aws.ToString(own.GroupId)}
 	}
 	groups = append(groups, d.Classic.ExtraSecurityGroups...)
 	slices.Sort(groups)
 	groups = slices.Compact(groups)
-	if a, b := slices.Sorted(slices.Values(cur.SecurityGroups)), slices.Sorted(slices.Values(groups)); !slices.Equal(a, b) {
+	if a := slices.Sorted(slices.Values(cur.SecurityGroups)); !slices.Equal(a, groups) {
 		if _, err := p.clb().ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(d.Name), SecurityGroups: groups}); err != nil {
 			return fmt.Errorf("applying security groups to %s: %w", d.Name, err)
 		}
@@ -555,6 +571,11 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 	}
 	for _, g := range nodeGroups {
 		if err := p.reconcileRules(ctx, g, ref.UID, d.Name, rules); err != nil {
+			return err
+		}
+	}
+	for _, g := range extra {
+		if err := p.deleteSecurityGroup(ctx, aws.ToString(g.GroupId)); err != nil {
 			return err
 		}
 	}

@@ -167,6 +167,7 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 	default:
 		d.Classic = classicDesired(lb, p.opts.SecurityGroups)
 		d.Warnings = append(d.Warnings, classicWarnings(spec)...)
+		err = checkClassicGroups(d)
 	}
 	if err != nil {
 		return desiredLB{}, err
@@ -535,6 +536,20 @@ func classicHealth(lb *providers.LoadBalancer, first classicListener) classicHea
 	setSeconds(&hc.Timeout, o.Timeout)
 	setSeconds(&hc.Interval, o.Interval)
 	return hc
+}
+
+// checkClassicGroups rejects source ranges that need more own security groups than a Classic
+// ELB can take besides its extra groups.
+func checkClassicGroups(d desiredLB) error {
+	if len(d.Classic.SecurityGroups) > 0 {
+		return nil
+	}
+	n := len(splitRules(classicRules(d), maxRulesPerGroup))
+	if room := maxClassicGroups - len(d.Classic.ExtraSecurityGroups); n > room {
+		return providers.Invalid("spec.loadBalancerSourceRanges", "%d source ranges need %d rules, %d security groups of %d rules; a Classic ELB takes at most %d groups, %d of them given as extra groups: shorten the list",
+			len(d.SourceCIDRs), len(classicRules(d)), n, maxRulesPerGroup, maxClassicGroups, len(d.Classic.ExtraSecurityGroups))
+	}
+	return nil
 }
 
 // classicRules are the ingress rules of a Classic ELB's own security group: every listener port

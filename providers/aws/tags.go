@@ -3,6 +3,7 @@ package aws
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"strings"
 
@@ -106,8 +107,14 @@ func targetGroupName(lbName string, protocol string, nodePort int32, port int32)
 	return shortName("k8s", "tg", hash(lbName, protocol, itoa(nodePort), itoa(port)))
 }
 
-// securityGroupName is the name of a Classic ELB's own security group.
-func securityGroupName(lbName string) string { return "k8s-elb-" + lbName }
+// securityGroupName is the name of a Classic ELB's own security group i: the first is
+// k8s-elb-<lb>, further ones (a source-range list longer than one group holds) k8s-elb-<lb>-<i>.
+func securityGroupName(lbName string, i int) string {
+	if i == 0 {
+		return "k8s-elb-" + lbName
+	}
+	return fmt.Sprintf("k8s-elb-%s-%d", lbName, i)
+}
 
 func shortName(prefix, readable, h string) string {
 	var b strings.Builder
