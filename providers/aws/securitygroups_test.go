@@ -178,3 +178,22 @@ func TestClassicSourceRangeSplitMoto(t *testing.T) {
 		t.Errorf("after Delete: %v", left)
 	}
 }
+
+// TestNLBSourceRangeQuotaMoto: an NLB's client rules live in the nodes' own security group,
+// which Portico does not split (it would have to attach groups to the instances); a list beyond
+// the quota fails with an error that says so (moto enforces the 60-rule quota as AWS does).
+func TestNLBSourceRangeQuotaMoto(t *testing.T) {
+	f := seed(t, 1)
+	p := f.provider(annotations.AWSNLB)
+	lb := testLB("wide", f.nodes)
+	lb.Annotations.AWS.Type = annotations.AWSNLB
+	lb.SourceRanges = cidrs(130)
+	_, err := p.Ensure(context.Background(), lb)
+	if err == nil || !strings.Contains(err.Error(), "rules-per-group quota") {
+		t.Fatalf("Ensure with 130 source ranges on an NLB: %v, want the rules-per-group quota error", err)
+	}
+	must(t, p.Delete(context.Background(), lb.Ref))
+	if left := f.owned(); len(left) != 0 {
+		t.Errorf("after Delete: %v", left)
+	}
+}
