@@ -407,7 +407,7 @@ func (p *Provider) reconcileClassicHealthCheck(ctx context.Context, d desiredLB,
 // reconcileClassicAttributes sets the attributes the Service asks for; others keep their value.
 func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
 	c := d.Classic
-	if c.CrossZone == nil && c.IdleTimeout == nil && c.Draining == nil && c.DrainingTimeout == nil {
+	if c.CrossZone == nil && c.IdleTimeout == nil && c.Draining == nil && c.DrainingTimeout == nil && c.AccessLog == nil {
 		return nil
 	}
 	out, err := p.clb().DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name)})
@@ -441,6 +441,27 @@ func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, 
 		}
 		if have.ConnectionDraining == nil || have.ConnectionDraining.Enabled != want.Enabled || aws.ToInt32(have.ConnectionDraining.Timeout) != aws.ToInt32(want.Timeout) {
 			change.ConnectionDraining = &want
+			changed = true
+		}
+	}
+	if al := c.AccessLog; al != nil {
+		want := elbtypes.AccessLog{Enabled: al.Enabled}
+		if have.AccessLog != nil {
+			want = *have.AccessLog
+			want.Enabled = al.Enabled
+		}
+		if al.EmitInterval != nil {
+			want.EmitInterval = al.EmitInterval
+		}
+		if al.Bucket != "" {
+			want.S3BucketName = aws.String(al.Bucket)
+		}
+		if al.Prefix != "" {
+			want.S3BucketPrefix = aws.String(al.Prefix)
+		}
+		if h := have.AccessLog; h == nil || h.Enabled != want.Enabled || aws.ToInt32(h.EmitInterval) != aws.ToInt32(want.EmitInterval) ||
+			aws.ToString(h.S3BucketName) != aws.ToString(want.S3BucketName) || aws.ToString(h.S3BucketPrefix) != aws.ToString(want.S3BucketPrefix) {
+			change.AccessLog = &want
 			changed = true
 		}
 	}
@@ -560,6 +581,10 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 		if _, err := p.clb().ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(d.Name), SecurityGroups: groups}); err != nil {
 			return fmt.Errorf("applying security groups to %s: %w", d.Name, err)
 		}
+	}
+	if !d.ManageNodeRules {
+		// The extra groups may still be referenced from the nodes: leave them for Delete.
+		return nil
 	}
 	nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
 	if err != nil {

@@ -141,6 +141,8 @@ type lbRecord struct {
 	VPC     string
 	Subnets []string
 	Tags    map[string]string
+	// IPAddressType is the NLB's ipv4 or dualstack.
+	IPAddressType string
 }
 
 // Ensure converges the Service's load balancer. When the kind or scheme changed, it creates the
