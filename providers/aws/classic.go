@@ -599,6 +599,15 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 			return err
 		}
 	}
+	// Groups letting the load balancer in that no node uses any more (or that let in a group
+	// about to be deleted).
+	from := slices.Clone(groups)
+	for _, g := range extra {
+		from = append(from, aws.ToString(g.GroupId))
+	}
+	if err := p.revokeStaleNodeRules(ctx, ref.UID, d.Name, aws.ToString(cur.VPCId), nodeGroups, []ec2Filter{{Name: aws.String("ip-permission.group-id"), Values: from}}); err != nil {
+		return err
+	}
 	for _, g := range extra {
 		if err := p.deleteSecurityGroup(ctx, aws.ToString(g.GroupId)); err != nil {
 			return err

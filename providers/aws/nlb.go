@@ -104,6 +104,18 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 			return nil, err
 		}
 	}
+	// Groups holding rules on this load balancer's node ports that no node uses any more.
+	var ports []string
+	for _, r := range rules {
+		if r.Purpose != "mtu" {
+			ports = append(ports, itoa(r.From))
+		}
+	}
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	if err := p.revokeStaleNodeRules(ctx, ref.UID, d.Name, vpc, groups, []ec2Filter{{Name: aws.String("ip-permission.from-port"), Values: ports}}); err != nil {
+		return nil, err
+	}
 	return rec, nil
 }
 

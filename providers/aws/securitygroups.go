@@ -22,6 +22,7 @@ type securityGroupAPI interface {
 	DeleteSecurityGroup(ctx context.Context, in *ec2.DeleteSecurityGroupInput, opts ...func(*ec2.Options)) (*ec2.DeleteSecurityGroupOutput, error)
 	AuthorizeSecurityGroupIngress(ctx context.Context, in *ec2.AuthorizeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.AuthorizeSecurityGroupIngressOutput, error)
 	RevokeSecurityGroupIngress(ctx context.Context, in *ec2.RevokeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.RevokeSecurityGroupIngressOutput, error)
+	UpdateSecurityGroupRuleDescriptionsIngress(ctx context.Context, in *ec2.UpdateSecurityGroupRuleDescriptionsIngressInput, opts ...func(*ec2.Options)) (*ec2.UpdateSecurityGroupRuleDescriptionsIngressOutput, error)
 }
 
 var _ securityGroupAPI = (*ec2.Client)(nil)
@@ -111,7 +112,7 @@ func (p *Provider) reconcileRuleSets(ctx context.Context, uid, lbName string, se
 			}
 		}
 		if len(gone) > 0 {
-			if err := p.revoke(ctx, aws.ToString(set.group.GroupId), gone, uid, lbName); err != nil {
+			if err := p.revokeOwned(ctx, set.group, gone, uid, lbName); err != nil {
 				return err
 			}
 		}
@@ -137,7 +138,7 @@ func (p *Provider) reconcileRuleSets(ctx context.Context, uid, lbName string, se
 	}
 	for i, drop := range moved {
 		if len(drop) > 0 {
-			if err := p.revoke(ctx, aws.ToString(sets[i].group.GroupId), drop, uid, lbName); err != nil {
+			if err := p.revokeOwned(ctx, sets[i].group, drop, uid, lbName); err != nil {
 				return err
 			}
 		}
@@ -206,7 +207,81 @@ func (p *Provider) revokeNodeRules(ctx context.Context, uid, lbName string) erro
 				continue
 			}
 			rules := ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lb })
-			if err := p.revoke(ctx, aws.ToString(g.GroupId), rules, uid, lb); err != nil {
+			if err := p.revokeOwned(ctx, g, rules, uid, lb); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// revokeOwned revokes rules owned by (uid, lbName) from g, except a rule another of the
+// provider's load balancers relies on too, which is handed over to it instead: its description
+// is rewritten to name the other owner, in place, so the traffic never stops. A rule holds one
+// description, so when two Services need the same rule (the ICMP "fragmentation needed" rule
+// from a source range both use) only one is its owner; the heir is found through its own rules
+// from the same source.
+func (p *Provider) revokeOwned(ctx context.Context, g ec2types.SecurityGroup, rules []sgRule, uid, lbName string) error {
+	id := aws.ToString(g.GroupId)
+	var gone []sgRule
+	for _, r := range rules {
+		heirUID, heirLB := heirOf(g.IpPermissions, r, uid, lbName)
+		if heirUID == "" {
+			gone = append(gone, r)
+			continue
+		}
+		_, err := p.sgAPI().UpdateSecurityGroupRuleDescriptionsIngress(ctx, &ec2.UpdateSecurityGroupRuleDescriptionsIngressInput{
+			GroupId: aws.String(id), IpPermissions: permissions([]sgRule{r}, heirUID, heirLB),
+		})
+		if err != nil {
+			return fmt.Errorf("handing rule %s in security group %s over to load balancer %s: %w", r.key(), id, heirLB, err)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	return p.revoke(ctx, id, gone, uid, lbName)
+}
+
+// heirOf returns another owner (uid, load balancer) of the provider's rules in perms that needs
+// r as well: for an ICMP MTU rule, one with a client rule from the same source. "" if none.
+func heirOf(perms []ec2types.IpPermission, r sgRule, uid, lbName string) (string, string) {
+	if r.Purpose != "mtu" {
+		return "", ""
+	}
+	var heirUID, heirLB string
+	visit(perms, func(x sgRule, desc string) {
+		u, l := ruleOwner(desc), ruleLB(desc)
+		if heirUID != "" || u == "" || l == "" || (u == uid && l == lbName) || x.Purpose != "client" || x.CIDR != r.CIDR || x.Group != r.Group {
+			return
+		}
+		heirUID, heirLB = u, l
+	})
+	return heirUID, heirLB
+}
+
+// revokeStaleNodeRules revokes the rules owned by (uid, lbName) from groups that are not among
+// current: the security group of a node that left, or that a node no longer has. filters find
+// the candidates (groups with a rule on one of the load balancer's ports or from its groups).
+func (p *Provider) revokeStaleNodeRules(ctx context.Context, uid, lbName, vpc string, current []ec2types.SecurityGroup, filters []ec2Filter) error {
+	if vpc != "" {
+		filters = append(filters, ec2Filter{Name: aws.String("vpc-id"), Values: []string{vpc}})
+	}
+	groups, err := p.describeGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: filters})
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, g := range current {
+		keep[aws.ToString(g.GroupId)] = true
+	}
+	for _, g := range groups {
+		if keep[aws.ToString(g.GroupId)] {
+			continue
+		}
+		rules := ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lbName })
+		if len(rules) > 0 {
+			if err := p.revokeOwned(ctx, g, rules, uid, lbName); err != nil {
 				return err
 			}
 		}
