@@ -69,7 +69,7 @@ func (p *Provider) ensureClassic(ctx context.Context, ref providers.Ref, d desir
 		}
 		tags = all[d.Name]
 		if !ownedBy(tags, p.cluster, ref.UID) {
-			return nil, fmt.Errorf("Classic ELB %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+			return nil, fmt.Errorf("the Classic ELB %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
 		}
 		if missing := missingTags(tags, d.Tags); len(missing) > 0 {
 			if _, err := p.clb().AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{d.Name}, Tags: toELBTags(missing)}); err != nil {

@@ -521,11 +521,3 @@ func toEC2Tags(m map[string]string) []ec2types.Tag {
 	}
 	return out
 }
-
-func groupIDs(gs []ec2types.SecurityGroup) []string {
-	var out []string
-	for _, g := range gs {
-		out = append(out, aws.ToString(g.GroupId))
-	}
-	return out
-}
