@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -32,10 +33,16 @@ type Options struct {
 	Logger         logr.Logger
 	// Metrics receives portico_aws_api_calls_total; nil registers nothing.
 	Metrics prometheus.Registerer
+	// VerifyPeriod is how often a load balancer whose desired state did not change is fully read
+	// back and repaired (applied.go). Zero means DefaultVerifyPeriod.
+	VerifyPeriod time.Duration
+	// now is the clock (tests move it); nil means time.Now.
+	now func() time.Time
 }
 
-// Provider is the AWS provider. It keeps no state between calls: AWS, through names and tags,
-// is the only record of what exists.
+// Provider is the AWS provider. AWS, through names and tags, is the only record of what exists;
+// the provider remembers only which load balancers it verified lately and a few seconds of
+// batched reads (applied.go), so a restarted provider converges every load balancer once.
 type Provider struct {
 	opts    Options
 	ec2     *ec2.Client
@@ -44,6 +51,10 @@ type Provider struct {
 	calls   *apiCalls
 	log     logr.Logger
 	cluster string
+
+	verified      *verifications
+	nlbReader     *lbReader
+	classicReader *lbReader
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -84,15 +95,26 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 	if opts.Endpoint != "" {
 		cfg.BaseEndpoint = aws.String(opts.Endpoint)
 	}
-	return &Provider{
-		opts:    opts,
-		ec2:     ec2.NewFromConfig(cfg),
-		elb:     elb.NewFromConfig(cfg),
-		elbv2:   elbv2.NewFromConfig(cfg),
-		calls:   calls,
-		log:     opts.Logger,
-		cluster: opts.ClusterName,
-	}, nil
+	if opts.VerifyPeriod == 0 {
+		opts.VerifyPeriod = DefaultVerifyPeriod
+	}
+	now := opts.now
+	if now == nil {
+		now = time.Now
+	}
+	p := &Provider{
+		opts:     opts,
+		ec2:      ec2.NewFromConfig(cfg),
+		elb:      elb.NewFromConfig(cfg),
+		elbv2:    elbv2.NewFromConfig(cfg),
+		calls:    calls,
+		log:      opts.Logger,
+		cluster:  opts.ClusterName,
+		verified: &verifications{period: opts.VerifyPeriod, now: now, m: map[string]verification{}},
+	}
+	p.nlbReader = newLBReader(p.fetchNLBs, readWindow, readMaxAge, describeLBBatch, now)
+	p.classicReader = newLBReader(p.fetchClassics, readWindow, readMaxAge, describeLBBatch, now)
+	return p, nil
 }
 
 // Name is "aws".
@@ -119,6 +141,8 @@ type lbRecord struct {
 	VPC     string
 	Subnets []string
 	Tags    map[string]string
+	// IPAddressType is the NLB's ipv4 or dualstack.
+	IPAddressType string
 }
 
 // Ensure converges the Service's load balancer. When the kind or scheme changed, it creates the
@@ -129,26 +153,47 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 	if err != nil {
 		return providers.Status{}, err
 	}
-	nodes, err := p.describeInstances(ctx, d.Instances)
+	hash := desiredHash(d)
+	rec, ok, err := p.unchanged(ctx, lb.Ref, d, hash)
 	if err != nil {
 		return providers.Status{}, err
 	}
-	var rec *lbRecord
-	switch d.Kind {
-	case annotations.AWSNLB:
-		rec, err = p.ensureNLB(ctx, lb.Ref, d, nodes)
-	default:
-		rec, err = p.ensureClassic(ctx, lb.Ref, d, nodes)
-	}
-	if err != nil {
-		return providers.Status{}, err
-	}
-	if err := p.finishReplacement(ctx, lb.Ref, rec); err != nil {
-		return providers.Status{}, err
+	if !ok {
+		// Whatever happens next, nothing read before is trusted until a convergence succeeds.
+		p.verified.forget(d.Name)
+		p.reader(d.Kind).forget(d.Name)
+		if rec, err = p.converge(ctx, lb.Ref, d); err != nil {
+			return providers.Status{}, err
+		}
+		if err := p.recordApplied(ctx, rec, hash); err != nil {
+			return providers.Status{}, err
+		}
 	}
 	st := status(rec)
 	st.Warnings = d.Warnings
 	return st, nil
+}
+
+// converge reads back everything of d's load balancer and makes it so.
+func (p *Provider) converge(ctx context.Context, ref providers.Ref, d desiredLB) (*lbRecord, error) {
+	nodes, err := p.describeInstances(ctx, d.Instances)
+	if err != nil {
+		return nil, err
+	}
+	var rec *lbRecord
+	switch d.Kind {
+	case annotations.AWSNLB:
+		rec, err = p.ensureNLB(ctx, ref, d, nodes)
+	default:
+		rec, err = p.ensureClassic(ctx, ref, d, nodes)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := p.finishReplacement(ctx, ref, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // replacedNames returns the value of the replaces tag for a new load balancer: every owned load
@@ -229,6 +274,8 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 
 // deleteLB deletes one load balancer and what belongs to it alone.
 func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind annotations.AWSType, name string) error {
+	p.verified.forget(name)
+	p.reader(kind).forget(name)
 	switch kind {
 	case annotations.AWSNLB:
 		if err := p.deleteNLB(ctx, ref, name); err != nil {
