@@ -15,6 +15,56 @@ import (
 	"github.com/portico-lb/portico/e2e/moto"
 )
 
+// TestReplacementNoStatusGap changes what AWS cannot change in place, the scheme and then the
+// kind, while polling the Service's status and moto: the status must always name a load
+// balancer moto holds (create the replacement, switch status, then delete the old one).
+func TestReplacementNoStatusGap(t *testing.T) {
+	for _, kind := range []string{kindNLB, kindClassic} {
+		t.Run(kind, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			p := e.startController(ctlOptions{})
+			const name = "swap"
+			svc := e.create(e.lbService(name, kind))
+			e.waitLB(p, name, "created", nil)
+			other := kindClassic
+			if kind == kindClassic {
+				other = kindNLB
+			}
+			for _, step := range []struct {
+				what   string
+				mutate func(*corev1.Service)
+				scheme string
+				kind   string
+			}{
+				{"scheme internal", func(s *corev1.Service) { s.Annotations[annotations.AWSLoadBalancerInternal] = "true" }, "internal", kind},
+				{"kind " + other, func(s *corev1.Service) {
+					if other == kindNLB {
+						s.Annotations[annotations.AWSLoadBalancerType] = "nlb"
+					} else {
+						delete(s.Annotations, annotations.AWSLoadBalancerType)
+					}
+				}, "internal", other},
+			} {
+				watch := watchStatus(e, name)
+				e.update(name, step.mutate)
+				e.waitLB(p, name, step.what, func(s *corev1.Service, lb *lbView) string {
+					if lb.Scheme != step.scheme || lb.Kind != step.kind {
+						return fmt.Sprintf("%s %s", lb.Kind, lb.Scheme)
+					}
+					if n := len(lbsOf(e.srv.Owned(t, e.cluster), string(svc.UID))); n != 1 {
+						return fmt.Sprintf("%d load balancers for the Service, want 1", n)
+					}
+					return ""
+				})
+				t.Run(strings.ReplaceAll(step.what, " ", "-"), watch.stopAndCheck)
+			}
+			e.delete(name)
+			e.waitGone(p, name)
+			e.expectNothingOwned()
+		})
+	}
+}
+
 // TestControllerLifecycle drives one Service of each kind through portico-controller (its
 // class) from create to delete and checks, at every step, what moto holds for the load
 // balancer the Service's status names.
@@ -176,9 +226,8 @@ func lifecycle(t *testing.T, e *env, p *proc, kind string) {
 	e.update(name, func(s *corev1.Service) { delete(s.Annotations, annotations.AWSTargetNodeLabels) })
 	waitTargets(e, p, name, kind, "label filter removed", e.instanceIDs(2, 3))
 
-	// internet-facing -> internal: a new load balancer replaces the old one, and status never
-	// names one that moto does not hold.
-	watch := watchStatus(e, name)
+	// internet-facing -> internal: a new load balancer replaces the old one (the status gap
+	// during the switch is TestReplacementNoStatusGap's).
 	e.update(name, func(s *corev1.Service) { s.Annotations[annotations.AWSLoadBalancerInternal] = "true" })
 	_, lb2 := e.waitLB(p, name, "internal", func(s *corev1.Service, lb *lbView) string {
 		if lb.Scheme != "internal" {
@@ -189,7 +238,6 @@ func lifecycle(t *testing.T, e *env, p *proc, kind string) {
 		}
 		return ""
 	})
-	watch.stopAndCheck(t)
 	if lb2.Name == lb.Name {
 		t.Errorf("scheme change kept the load balancer name %s", lb.Name)
 	}
