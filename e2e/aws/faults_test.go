@@ -23,10 +23,10 @@ func TestFaultsBackOffAndConverge(t *testing.T) {
 	for _, d := range drops {
 		px.Inject(d)
 	}
-	px.Inject(moto.Rule{Service: moto.ServiceEC2, Fault: moto.Throttle, Probability: 0.3, Times: 15, Seed: 1})
-	px.Inject(moto.Rule{Service: moto.ServiceELBv2, Fault: moto.Throttle, Probability: 0.3, Times: 15, Seed: 2})
-	px.Inject(moto.Rule{Service: moto.ServiceELB, Fault: moto.Throttle, Probability: 0.3, Times: 15, Seed: 3})
-	px.Inject(moto.Rule{Fault: moto.Drop, Probability: 0.1, Times: 10, Seed: 4})
+	px.Inject(moto.Rule{Service: moto.ServiceEC2, Fault: moto.Throttle, Probability: 0.3, Times: 5, Seed: 1})
+	px.Inject(moto.Rule{Service: moto.ServiceELBv2, Fault: moto.Throttle, Probability: 0.3, Times: 5, Seed: 2})
+	px.Inject(moto.Rule{Service: moto.ServiceELB, Fault: moto.Throttle, Probability: 0.3, Times: 5, Seed: 3})
+	px.Inject(moto.Rule{Fault: moto.Drop, Probability: 0.1, Times: 5, Seed: 4})
 	p := e.startController(ctlOptions{Endpoint: px.URL})
 
 	uids := map[string]string{}
