@@ -69,7 +69,7 @@ func TestCrashTrials(t *testing.T) {
 
 type crasher struct {
 	e      *env
-	parent *testing.T
+	parent testing.TB
 	px     *moto.Proxy
 	p      *proc
 	rng    *rand.Rand

@@ -39,7 +39,7 @@ const (
 // env is one test's world: moto reset and seeded for its own cluster name, the Nodes of that
 // seed in the API server (every other Node deleted), a namespace and a class.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *moto.Server
 	f       *moto.Fixture
 	cluster string
@@ -54,7 +54,7 @@ type envOptions struct {
 	AZs   int // default 2
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	if o.Nodes == 0 {
 		o.Nodes = 3
@@ -430,7 +430,7 @@ func (e *env) awsEnv(endpoint string) []string {
 	return append(env, "AWS_ENDPOINT_URL="+endpoint)
 }
 
-func startProc(t *testing.T, name, bin string, args, env []string) *proc {
+func startProc(t testing.TB, name, bin string, args, env []string) *proc {
 	t.Helper()
 	p := &proc{name: name, logPath: filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano())), done: make(chan struct{})}
 	logFile, err := os.Create(p.logPath)
