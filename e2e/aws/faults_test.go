@@ -83,4 +83,3 @@ func TestFaultsBackOffAndConverge(t *testing.T) {
 		}
 	}
 }
-
