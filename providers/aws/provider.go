@@ -146,8 +146,10 @@ type lbRecord struct {
 }
 
 // Ensure converges the Service's load balancer. When the kind or scheme changed, it creates the
-// replacement first, converges it, and only then deletes the old one (found through the
-// replacement's portico-lb.io/replaces tag, so a crash in between is finished by the next call).
+// replacement first and converges it; the old one, named in the replacement's
+// portico-lb.io/replaces tag, is deleted by a later Ensure once the Service's status names the
+// replacement (ReplacementPending tells the caller to write the status and call again). A
+// crash at any point leaves the tag, so the next Ensure finishes the switch.
 func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (providers.Status, error) {
 	d, err := p.desired(lb)
 	if err != nil {
@@ -165,12 +167,16 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 		if rec, err = p.converge(ctx, lb.Ref, d); err != nil {
 			return providers.Status{}, err
 		}
+		if err := p.finishReplacement(ctx, lb.Ref, rec, lb.CurrentHostnames); err != nil {
+			return providers.Status{}, err
+		}
 		if err := p.recordApplied(ctx, rec, hash); err != nil {
 			return providers.Status{}, err
 		}
 	}
 	st := status(rec)
 	st.Warnings = d.Warnings
+	st.ReplacementPending = rec.Tags[tagReplaces] != ""
 	return st, nil
 }
 
@@ -180,20 +186,12 @@ func (p *Provider) converge(ctx context.Context, ref providers.Ref, d desiredLB)
 	if err != nil {
 		return nil, err
 	}
-	var rec *lbRecord
 	switch d.Kind {
 	case annotations.AWSNLB:
-		rec, err = p.ensureNLB(ctx, ref, d, nodes)
+		return p.ensureNLB(ctx, ref, d, nodes)
 	default:
-		rec, err = p.ensureClassic(ctx, ref, d, nodes)
+		return p.ensureClassic(ctx, ref, d, nodes)
 	}
-	if err != nil {
-		return nil, err
-	}
-	if err := p.finishReplacement(ctx, ref, rec); err != nil {
-		return nil, err
-	}
-	return rec, nil
 }
 
 // replacedNames returns the value of the replaces tag for a new load balancer: every owned load
@@ -209,10 +207,16 @@ func replacedValue(olds []lbRecord, newName string) string {
 	return strings.Join(parts, " ")
 }
 
-// finishReplacement deletes the load balancers rec replaces, then drops the tag.
-func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec *lbRecord) error {
+// finishReplacement deletes the load balancers rec replaces, then drops the tag, once the
+// Service's status (current) names rec or names no hostname at all; until then the old load
+// balancer keeps serving what the status points at.
+func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec *lbRecord, current []string) error {
 	v := rec.Tags[tagReplaces]
 	if v == "" {
+		return nil
+	}
+	if len(current) > 0 && !slices.Contains(current, rec.DNSName) {
+		p.log.V(1).Info("Replacement waits for the status to name it", "service", ref, "name", rec.Name, "replaces", v)
 		return nil
 	}
 	for _, item := range strings.Fields(v) {
@@ -228,6 +232,7 @@ func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec
 		return err
 	}
 	delete(rec.Tags, tagReplaces)
+	p.log.Info("Deleted replaced load balancers", "service", ref, "name", rec.Name, "replaced", v)
 	return nil
 }
 
