@@ -210,15 +210,6 @@ func (e *env) create(svc *corev1.Service) *corev1.Service {
 	return out
 }
 
-func (e *env) get(name string) *corev1.Service {
-	e.t.Helper()
-	svc, err := e.cs.CoreV1().Services(e.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatalf("getting Service %s: %v", name, err)
-	}
-	return svc
-}
-
 // update applies mutate with conflict retries and returns the updated Service.
 func (e *env) update(name string, mutate func(*corev1.Service)) *corev1.Service {
 	e.t.Helper()

@@ -85,7 +85,7 @@ func lifecycle(t *testing.T, e *env, p *proc, kind string) {
 
 	// Create: status names the load balancer moto holds, internet-facing, one listener on 80
 	// to the node port, every node a target, TCP health check on the traffic port.
-	svc := e.create(e.lbService(name, kind))
+	e.create(e.lbService(name, kind))
 	svc, lb := e.waitLB(p, name, "created", func(s *corev1.Service, lb *lbView) string {
 		return expectLB(s, lb, kind, lbWant{scheme: "internet-facing", ports: map[string]int32{"TCP:80": 80}, targets: all})
 	})
