@@ -177,7 +177,13 @@ func (c *crasher) trial(name, kind, phase string) bool {
 		e.waitLB(c.p, name, "converged after restart", updated)
 	}
 	if phase != phaseDelete {
+		// A replaced load balancer is deleted by the Ensure after the status names the new one
+		// (about a second later): wait for one, then fail on anything else.
 		inv := e.owned()
+		_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+			inv = e.owned()
+			return len(lbsOf(inv, string(svc.UID))) == 1, nil
+		})
 		if lbs := lbsOf(inv, string(svc.UID)); len(lbs) != 1 {
 			t.Errorf("%d load balancers for the Service, want 1:\n%s", len(lbs), inv)
 		}

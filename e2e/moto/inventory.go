@@ -92,7 +92,17 @@ func (s *Server) Owned(t testing.TB, cluster string) Inventory {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	inv, err := s.owned(ctx, cluster)
+	var inv Inventory
+	var err error
+	// A resource deleted between its listing and the next call (the code under test runs
+	// meanwhile) answers NotFound: take the snapshot again.
+	for range 5 {
+		inv, err = s.owned(ctx, cluster)
+		var apiErr smithy.APIError
+		if !errors.As(err, &apiErr) || !strings.HasSuffix(apiErr.ErrorCode(), "NotFound") {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("moto: listing owned resources: %v", err)
 	}
