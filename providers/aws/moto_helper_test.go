@@ -87,6 +87,8 @@ func motoURL(t *testing.T) string {
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
 		moto.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+		// moto writes its recorder file into its working directory: keep it out of the tree.
+		moto.cmd.Dir = os.TempDir()
 		if err := moto.cmd.Start(); err != nil {
 			moto.err = fmt.Errorf("starting %s: %w", bin, err)
 			return
