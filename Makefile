@@ -34,6 +34,7 @@ test-unit: prereqs ## fast tests: parsing, models, rendering (the iptables round
 
 test-e2e: prereqs tools ## tests against the real control plane and network lab (root)
 	$(GO) test $(GOTEST_FLAGS) -timeout 60m $(E2E_PKGS)
+	$(GO) test $(GOTEST_FLAGS) -tags moto -timeout 20m ./providers/aws/ # the provider against moto's server
 
 bench: prereqs tools ## benchmarks side by side with the anchors, short sizes
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m $(E2E_PKGS)

@@ -138,6 +138,28 @@ func render(s Spec) map[string]string {
 	}
 	set(AWSHealthCheckTimeout, seconds(hc.Timeout), hc.Timeout != nil)
 	set(AWSHealthCheckInterval, seconds(hc.Interval), hc.Interval != nil)
+	al := s.AWS.AccessLog
+	if al.Enabled != nil {
+		m[AWSAccessLogEnabled] = strconv.FormatBool(*al.Enabled)
+	}
+	if al.EmitInterval != nil {
+		m[AWSAccessLogEmitInterval] = strconv.Itoa(int(*al.EmitInterval))
+	}
+	set(AWSAccessLogS3BucketName, al.Bucket, al.Bucket != "")
+	set(AWSAccessLogS3BucketPrefix, al.Prefix, al.Prefix != "")
+	set(AWSTargetGroupAttributes, kv(s.AWS.TargetGroupAttributes), len(s.AWS.TargetGroupAttributes) > 0)
+	set(AWSEIPAllocations, join(s.AWS.EIPAllocations), len(s.AWS.EIPAllocations) > 0)
+	var priv []string
+	for _, a := range s.AWS.PrivateIPv4Addresses {
+		priv = append(priv, a.String())
+	}
+	set(AWSPrivateIPv4Addresses, join(priv), len(priv) > 0)
+	set(AWSNLBTargetType, s.AWS.NLBTargetType, s.AWS.NLBTargetType != "")
+	set(AWSIPAddressType, s.AWS.IPAddressType, s.AWS.IPAddressType != "")
+	if s.AWS.ManageBackendSecurityGroupRules != nil {
+		m[AWSManageBackendSecurityGroupRules] = strconv.FormatBool(*s.AWS.ManageBackendSecurityGroupRules)
+	}
+	set(AWSALPNPolicy, s.AWS.ALPNPolicy, s.AWS.ALPNPolicy != "")
 	set(AddressPool, s.BareMetal.AddressPool, s.BareMetal.AddressPool != "")
 	set(AllowSharedIP, s.BareMetal.AllowSharedIP, s.BareMetal.AllowSharedIP != "")
 	return m

@@ -149,6 +149,53 @@ const (
 	// AWSHealthCheckInterval is the time between health checks.
 	// Values: integer seconds, 5 to 300. Default: the provider default for the load balancer kind.
 	AWSHealthCheckInterval = awsPrefix + "aws-load-balancer-healthcheck-interval"
+
+	// AWSAccessLogEnabled turns access logs to S3 on or off.
+	// Values: "true" or "false". Default: the AWS default (off). Needs AWSAccessLogS3BucketName
+	// when true.
+	AWSAccessLogEnabled = awsPrefix + "aws-load-balancer-access-log-enabled"
+
+	// AWSAccessLogEmitInterval is the Classic ELB access-log publishing interval.
+	// Values: 5 or 60 (minutes). Default: 60 (the AWS default).
+	AWSAccessLogEmitInterval = awsPrefix + "aws-load-balancer-access-log-emit-interval"
+
+	// AWSAccessLogS3BucketName is the S3 bucket of the access logs.
+	// Values: an S3 bucket name (3-63 characters: lower-case letters, digits, '.', '-').
+	AWSAccessLogS3BucketName = awsPrefix + "aws-load-balancer-access-log-s3-bucket-name"
+
+	// AWSAccessLogS3BucketPrefix is the key prefix of the access logs in the bucket.
+	// Values: a prefix without leading or trailing '/'. Default: the bucket's root.
+	AWSAccessLogS3BucketPrefix = awsPrefix + "aws-load-balancer-access-log-s3-bucket-prefix"
+
+	// AWSTargetGroupAttributes sets NLB target-group attributes.
+	// Values: "k=v,k2=v2" with keys proxy_protocol_v2.enabled, preserve_client_ip.enabled,
+	// deregistration_delay.timeout_seconds, deregistration_delay.connection_termination.enabled,
+	// stickiness.enabled, stickiness.type (source_ip). Default: the AWS defaults.
+	AWSTargetGroupAttributes = awsPrefix + "aws-load-balancer-target-group-attributes"
+
+	// AWSEIPAllocations gives an internet-facing NLB these Elastic IPs, one per subnet, in subnet
+	// order. Values: comma-separated allocation IDs (eipalloc-...). Creation only.
+	AWSEIPAllocations = awsPrefix + "aws-load-balancer-eip-allocations"
+
+	// AWSPrivateIPv4Addresses gives an internal NLB these private addresses, one per subnet, in
+	// subnet order. Values: comma-separated IPv4 addresses. Creation only.
+	AWSPrivateIPv4Addresses = awsPrefix + "aws-load-balancer-private-ipv4-addresses"
+
+	// AWSNLBTargetType is the NLB target type. Values: "instance" only; "ip" targets belong to
+	// the AWS Load Balancer Controller. Default: instance.
+	AWSNLBTargetType = awsPrefix + "aws-load-balancer-nlb-target-type"
+
+	// AWSIPAddressType is the NLB's address type. Values: "ipv4" or "dualstack". Default: ipv4.
+	AWSIPAddressType = awsPrefix + "aws-load-balancer-ip-address-type"
+
+	// AWSManageBackendSecurityGroupRules lets Portico add and remove the rules in the nodes'
+	// security groups that let the load balancer's traffic in. Values: "true" or "false".
+	// Default: true.
+	AWSManageBackendSecurityGroupRules = awsPrefix + "aws-load-balancer-manage-backend-security-group-rules"
+
+	// AWSALPNPolicy is the ALPN policy of the NLB's TLS listeners.
+	// Values: HTTP1Only, HTTP2Only, HTTP2Optional, HTTP2Preferred, None. Default: None.
+	AWSALPNPolicy = awsPrefix + "aws-load-balancer-alpn-policy"
 )
 
 // Bare-metal keys, with MetalLB's spellings as aliases.
@@ -385,6 +432,84 @@ var Keys = []Key{
 		Default: "provider default for the load balancer kind",
 		Doc:     "Time between health checks.",
 		parse:   parseAWSHealthCheckInterval,
+	},
+	{
+		Name: AWSAccessLogEnabled, Provider: providerAWS,
+		Values:  "`true` or `false`; `true` needs `" + AWSAccessLogS3BucketName + "`",
+		Default: "AWS default (off)",
+		Doc:     "Access logs to S3.",
+		parse:   parseAWSAccessLogEnabled,
+	},
+	{
+		Name: AWSAccessLogEmitInterval, Provider: providerAWS,
+		Values:  "`5` or `60` (minutes)",
+		Default: "60 (AWS default)",
+		Doc:     "Classic ELB access-log publishing interval.",
+		parse:   parseAWSAccessLogEmitInterval,
+	},
+	{
+		Name: AWSAccessLogS3BucketName, Provider: providerAWS,
+		Values:  "an S3 bucket name: 3-63 lower-case letters, digits, `.` and `-`",
+		Default: "none",
+		Doc:     "S3 bucket of the access logs.",
+		parse:   parseAWSAccessLogBucket,
+	},
+	{
+		Name: AWSAccessLogS3BucketPrefix, Provider: providerAWS,
+		Values:  "a key prefix without leading or trailing `/`, up to 512 characters",
+		Default: "the bucket's root",
+		Doc:     "Key prefix of the access logs in the bucket.",
+		parse:   parseAWSAccessLogPrefix,
+	},
+	{
+		Name: AWSTargetGroupAttributes, Provider: providerAWS,
+		Values: "`k=v,k2=v2` with `proxy_protocol_v2.enabled`, `preserve_client_ip.enabled`, `deregistration_delay.connection_termination.enabled`, " +
+			"`stickiness.enabled` (`true`/`false`), `deregistration_delay.timeout_seconds` (0-3600), `stickiness.type` (`source_ip`)",
+		Default: "AWS defaults",
+		Doc:     "NLB target-group attributes, set on every target group of the Service.",
+		parse:   parseAWSTargetGroupAttributes,
+	},
+	{
+		Name: AWSEIPAllocations, Provider: providerAWS,
+		Values:  "comma-separated Elastic IP allocation IDs (`eipalloc-...`), one per subnet",
+		Default: "AWS-assigned addresses",
+		Doc:     "Elastic IPs of an internet-facing NLB, in subnet order. Used when the NLB is created.",
+		parse:   parseAWSEIPAllocations,
+	},
+	{
+		Name: AWSPrivateIPv4Addresses, Provider: providerAWS,
+		Values:  "comma-separated IPv4 addresses, one per subnet, each inside its subnet",
+		Default: "AWS-assigned addresses",
+		Doc:     "Private addresses of an internal NLB, in subnet order. Used when the NLB is created.",
+		parse:   parseAWSPrivateIPv4Addresses,
+	},
+	{
+		Name: AWSNLBTargetType, Provider: providerAWS,
+		Values:  "`instance`",
+		Default: "`instance`",
+		Doc:     "NLB target type. `ip` targets belong to the AWS Load Balancer Controller and are an error here.",
+		parse:   parseAWSNLBTargetType,
+	},
+	{
+		Name: AWSIPAddressType, Provider: providerAWS,
+		Values:  "`ipv4` or `dualstack`",
+		Default: "`ipv4`",
+		Doc:     "Address type of the NLB: `dualstack` also accepts IPv6 clients (the subnets need IPv6 ranges).",
+		parse:   parseAWSIPAddressType,
+	},
+	{
+		Name: AWSManageBackendSecurityGroupRules, Provider: providerAWS,
+		Values:  "`true` or `false`",
+		Default: "`true`",
+		Doc:     "Whether Portico adds and removes the rules in the nodes' security groups that let the load balancer's traffic in. With `false` it leaves them alone (deleting the Service still removes the rules Portico wrote).",
+		parse:   parseAWSManageBackendSGRules,
+	},
+	{
+		Name: AWSALPNPolicy, Provider: providerAWS,
+		Values:  "`HTTP1Only`, `HTTP2Only`, `HTTP2Optional`, `HTTP2Preferred`, `None`",
+		Default: "`None`",
+		Doc:     "ALPN policy of the NLB's TLS listeners.",
+		parse:   parseAWSALPNPolicy,
 	},
 	{
 		Name:     AddressPool,

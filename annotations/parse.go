@@ -2,6 +2,7 @@ package annotations
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -635,6 +636,164 @@ func parseAWSHealthCheckInterval(v string, s *Spec) []problem {
 	d, probs := parseSeconds(v, 5, 300)
 	s.AWS.HealthCheck.Interval = d
 	return probs
+}
+
+func parseAWSAccessLogEnabled(v string, s *Spec) []problem {
+	b, probs := parseBool(v)
+	if probs == nil {
+		s.AWS.AccessLog.Enabled = &b
+	}
+	return probs
+}
+
+func parseAWSAccessLogEmitInterval(v string, s *Spec) []problem {
+	if v != "5" && v != "60" {
+		return []problem{{v, "must be 5 or 60 (minutes)"}}
+	}
+	n := int32(5)
+	if v == "60" {
+		n = 60
+	}
+	s.AWS.AccessLog.EmitInterval = &n
+	return nil
+}
+
+func parseAWSAccessLogBucket(v string, s *Spec) []problem {
+	ok := len(v) >= 3 && len(v) <= 63 && strings.IndexFunc(v, func(r rune) bool {
+		return !(r == '.' || r == '-' || (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9'))
+	}) < 0 && strings.Trim(v[:1]+v[len(v)-1:], "abcdefghijklmnopqrstuvwxyz0123456789") == ""
+	if !ok {
+		return []problem{{v, "must be an S3 bucket name: 3-63 characters of lower-case letters, digits, '.' and '-', starting and ending with a letter or digit"}}
+	}
+	s.AWS.AccessLog.Bucket = v
+	return nil
+}
+
+func parseAWSAccessLogPrefix(v string, s *Spec) []problem {
+	if v == "" || len(v) > 512 || strings.HasPrefix(v, "/") || strings.HasSuffix(v, "/") ||
+		strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return []problem{{v, "must be a key prefix of 1-512 characters without whitespace and without leading or trailing '/'"}}
+	}
+	s.AWS.AccessLog.Prefix = v
+	return nil
+}
+
+// targetGroupAttributes are the NLB target-group attributes the annotation may set, each with
+// its value check.
+var targetGroupAttributes = map[string]func(string) string{
+	"proxy_protocol_v2.enabled":                           checkBoolAttr,
+	"preserve_client_ip.enabled":                          checkBoolAttr,
+	"deregistration_delay.connection_termination.enabled": checkBoolAttr,
+	"stickiness.enabled":                                  checkBoolAttr,
+	"deregistration_delay.timeout_seconds": func(v string) string {
+		if _, probs := parseInt(v, 0, 3600, "number of seconds"); probs != nil {
+			return probs[0].detail
+		}
+		return ""
+	},
+	"stickiness.type": func(v string) string {
+		if v != "source_ip" {
+			return `must be "source_ip" (the only NLB stickiness type)`
+		}
+		return ""
+	},
+}
+
+func checkBoolAttr(v string) string {
+	if v != "true" && v != "false" {
+		return wantBool
+	}
+	return ""
+}
+
+func parseAWSTargetGroupAttributes(v string, s *Spec) []problem {
+	attrs, probs := parseKeyValues(v, func(k, val string) []problem {
+		check, ok := targetGroupAttributes[k]
+		if !ok {
+			return []problem{{k, "unknown target-group attribute; known: " + strings.Join(slices.Sorted(maps.Keys(targetGroupAttributes)), ", ")}}
+		}
+		if msg := check(val); msg != "" {
+			return []problem{{val, k + ": " + msg}}
+		}
+		return nil
+	})
+	if len(attrs) == 0 && probs == nil {
+		probs = append(probs, problem{v, "must list at least one attribute k=v; remove the annotation for the defaults"})
+	}
+	s.AWS.TargetGroupAttributes = attrs
+	return probs
+}
+
+func parseAWSEIPAllocations(v string, s *Spec) []problem {
+	items, probs := splitList(v, "allocation ID", nil)
+	var out []string
+	for _, item := range items {
+		rest, ok := strings.CutPrefix(item, "eipalloc-")
+		if !ok || rest == "" || strings.Trim(rest, "0123456789abcdef") != "" {
+			probs = append(probs, problem{item, "must be an Elastic IP allocation ID such as eipalloc-0123456789abcdef0"})
+			continue
+		}
+		out = append(out, item)
+	}
+	if len(items) == 0 && probs == nil {
+		probs = append(probs, problem{v, "must list at least one allocation ID; remove the annotation for AWS-assigned addresses"})
+	}
+	s.AWS.EIPAllocations = out
+	return probs
+}
+
+func parseAWSPrivateIPv4Addresses(v string, s *Spec) []problem {
+	items, probs := splitList(v, "address", nil)
+	var out []netip.Addr
+	for _, item := range items {
+		a, err := netip.ParseAddr(item)
+		if err != nil || !a.Is4() {
+			probs = append(probs, problem{item, "must be an IPv4 address such as 10.0.1.10"})
+			continue
+		}
+		out = append(out, a)
+	}
+	if len(items) == 0 && probs == nil {
+		probs = append(probs, problem{v, "must list at least one address; remove the annotation for AWS-assigned addresses"})
+	}
+	s.AWS.PrivateIPv4Addresses = out
+	return probs
+}
+
+func parseAWSNLBTargetType(v string, s *Spec) []problem {
+	switch v {
+	case "instance":
+		s.AWS.NLBTargetType = v
+		return nil
+	case "ip":
+		return []problem{{v, `"ip" targets (pods registered directly) belong to the AWS Load Balancer Controller; Portico registers instances on node ports: use "instance" or remove the annotation`}}
+	}
+	return []problem{{v, `must be "instance"`}}
+}
+
+func parseAWSIPAddressType(v string, s *Spec) []problem {
+	if v != "ipv4" && v != "dualstack" {
+		return []problem{{v, `must be "ipv4" or "dualstack"`}}
+	}
+	s.AWS.IPAddressType = v
+	return nil
+}
+
+func parseAWSManageBackendSGRules(v string, s *Spec) []problem {
+	b, probs := parseBool(v)
+	if probs == nil {
+		s.AWS.ManageBackendSecurityGroupRules = &b
+	}
+	return probs
+}
+
+func parseAWSALPNPolicy(v string, s *Spec) []problem {
+	switch v {
+	case "HTTP1Only", "HTTP2Only", "HTTP2Optional", "HTTP2Preferred", "None":
+		s.AWS.ALPNPolicy = v
+		return nil
+	}
+	return []problem{{v, `must be one of "HTTP1Only", "HTTP2Only", "HTTP2Optional", "HTTP2Preferred", "None"`}}
 }
 
 // Bare-metal keys.

@@ -262,6 +262,61 @@ var parseCases = []parseCase{
 	{name: "health check path too long", in: map[string]string{AWSHealthCheckPath: "/" + strings.Repeat("a", 1024), AWSHealthCheckPort: "65536"},
 		errs: []wantErr{{AWSHealthCheckPath, "/" + strings.Repeat("a", 1024), "at most 1024"}, {AWSHealthCheckPort, "65536", "1 to 65535"}}},
 
+	// access logs
+	{name: "access log all set", in: map[string]string{AWSAccessLogEnabled: "true", AWSAccessLogEmitInterval: "5",
+		AWSAccessLogS3BucketName: "my-logs.bucket", AWSAccessLogS3BucketPrefix: "clusters/a"},
+		want: func(s *Spec) {
+			s.AWS.AccessLog = AWSAccessLog{Enabled: boolp(true), EmitInterval: int32p(5), Bucket: "my-logs.bucket", Prefix: "clusters/a"}
+		}},
+	{name: "access log off, hourly", in: map[string]string{AWSAccessLogEnabled: "false", AWSAccessLogEmitInterval: "60"},
+		want: func(s *Spec) { s.AWS.AccessLog = AWSAccessLog{Enabled: boolp(false), EmitInterval: int32p(60)} }},
+	{name: "access log bad values", in: map[string]string{AWSAccessLogEnabled: "yes", AWSAccessLogEmitInterval: "10",
+		AWSAccessLogS3BucketName: "My_Bucket", AWSAccessLogS3BucketPrefix: "/logs/"},
+		errs: []wantErr{
+			{AWSAccessLogEmitInterval, "10", "5 or 60"},
+			{AWSAccessLogEnabled, "yes", `"true" or "false"`},
+			{AWSAccessLogS3BucketName, "My_Bucket", "S3 bucket name"},
+			{AWSAccessLogS3BucketPrefix, "/logs/", "leading or trailing"},
+		}},
+	{name: "access log bucket too short", in: map[string]string{AWSAccessLogS3BucketName: "ab"}, errs: []wantErr{{AWSAccessLogS3BucketName, "ab", "3-63"}}},
+
+	// target-group attributes
+	{name: "target group attributes", in: map[string]string{AWSTargetGroupAttributes: "proxy_protocol_v2.enabled=true, deregistration_delay.timeout_seconds=30,preserve_client_ip.enabled=false,stickiness.type=source_ip"},
+		want: func(s *Spec) {
+			s.AWS.TargetGroupAttributes = map[string]string{"proxy_protocol_v2.enabled": "true", "deregistration_delay.timeout_seconds": "30",
+				"preserve_client_ip.enabled": "false", "stickiness.type": "source_ip"}
+		}},
+	{name: "target group attributes unknown key and bad values", in: map[string]string{AWSTargetGroupAttributes: "proxy_protocol_v2.enabled=yes,deregistration_delay.timeout_seconds=4000,load_balancing.algorithm.type=lor"},
+		errs: []wantErr{
+			{AWSTargetGroupAttributes, "yes", "proxy_protocol_v2.enabled: must be"},
+			{AWSTargetGroupAttributes, "4000", "from 0 to 3600"},
+			{AWSTargetGroupAttributes, "load_balancing.algorithm.type", "unknown target-group attribute"},
+		}},
+	{name: "target group attributes empty", in: map[string]string{AWSTargetGroupAttributes: ""}, errs: []wantErr{{AWSTargetGroupAttributes, "", "at least one"}}},
+
+	// NLB addresses
+	{name: "eip allocations", in: map[string]string{AWSEIPAllocations: "eipalloc-0a1, eipalloc-0b2"},
+		want: func(s *Spec) { s.AWS.EIPAllocations = []string{"eipalloc-0a1", "eipalloc-0b2"} }},
+	{name: "eip allocations bad", in: map[string]string{AWSEIPAllocations: "eipalloc-0a1,198.18.0.1"},
+		errs: []wantErr{{AWSEIPAllocations, "198.18.0.1", "allocation ID"}}},
+	{name: "private addresses", in: map[string]string{AWSPrivateIPv4Addresses: "198.18.11.10,198.18.12.10"},
+		want: func(s *Spec) { s.AWS.PrivateIPv4Addresses = addrs("198.18.11.10", "198.18.12.10") }},
+	{name: "private addresses v6 and duplicate", in: map[string]string{AWSPrivateIPv4Addresses: "2001:db8::1,198.18.11.10,198.18.11.10"},
+		errs: []wantErr{{AWSPrivateIPv4Addresses, "198.18.11.10", "duplicate"}, {AWSPrivateIPv4Addresses, "2001:db8::1", "IPv4 address"}}},
+
+	// NLB target type, address type, ALPN, backend rules
+	{name: "nlb target type instance", in: map[string]string{AWSNLBTargetType: "instance"}, want: func(s *Spec) { s.AWS.NLBTargetType = "instance" }},
+	{name: "nlb target type ip points to the LBC", in: map[string]string{AWSNLBTargetType: "ip"}, errs: []wantErr{{AWSNLBTargetType, "ip", "AWS Load Balancer Controller"}}},
+	{name: "nlb target type other", in: map[string]string{AWSNLBTargetType: "Instance"}, errs: []wantErr{{AWSNLBTargetType, "Instance", `must be "instance"`}}},
+	{name: "ip address type dualstack", in: map[string]string{AWSIPAddressType: "dualstack"}, want: func(s *Spec) { s.AWS.IPAddressType = "dualstack" }},
+	{name: "ip address type ipv6", in: map[string]string{AWSIPAddressType: "ipv6"}, errs: []wantErr{{AWSIPAddressType, "ipv6", `"ipv4" or "dualstack"`}}},
+	{name: "manage backend rules off", in: map[string]string{AWSManageBackendSecurityGroupRules: "false"},
+		want: func(s *Spec) { s.AWS.ManageBackendSecurityGroupRules = boolp(false) }},
+	{name: "manage backend rules no", in: map[string]string{AWSManageBackendSecurityGroupRules: "no"},
+		errs: []wantErr{{AWSManageBackendSecurityGroupRules, "no", `"true" or "false"`}}},
+	{name: "alpn policy", in: map[string]string{AWSALPNPolicy: "HTTP2Preferred"}, want: func(s *Spec) { s.AWS.ALPNPolicy = "HTTP2Preferred" }},
+	{name: "alpn policy wrong case", in: map[string]string{AWSALPNPolicy: "http2preferred"}, errs: []wantErr{{AWSALPNPolicy, "http2preferred", "HTTP2Preferred"}}},
+
 	// portico-lb.io/address-pool and aliases
 	{name: "address pool", in: map[string]string{AddressPool: "default"}, want: func(s *Spec) { s.BareMetal.AddressPool = "default" }},
 	{name: "address pool MetalLB alias", in: map[string]string{MetalLBAddressPool: "pool-a"}, want: func(s *Spec) { s.BareMetal.AddressPool = "pool-a" }},

@@ -54,6 +54,29 @@ type AWS struct {
 	// BackendProtocol is lower case: http, https, ssl or tcp.
 	BackendProtocol string
 	HealthCheck     AWSHealthCheck
+	AccessLog       AWSAccessLog
+	// TargetGroupAttributes are NLB target-group attributes by AWS key, values as AWS spells them.
+	TargetGroupAttributes map[string]string
+	// EIPAllocations and PrivateIPv4Addresses are the NLB's addresses, one per subnet.
+	EIPAllocations       []string
+	PrivateIPv4Addresses []netip.Addr
+	// IPAddressType is "", "ipv4" or "dualstack".
+	IPAddressType string
+	// ManageBackendSecurityGroupRules is nil when not set (true).
+	ManageBackendSecurityGroupRules *bool
+	// ALPNPolicy is "" or one of HTTP1Only, HTTP2Only, HTTP2Optional, HTTP2Preferred, None.
+	ALPNPolicy string
+	// NLBTargetType is "" or "instance" (the only one accepted).
+	NLBTargetType string
+}
+
+// AWSAccessLog configures access logs to S3.
+type AWSAccessLog struct {
+	Enabled *bool
+	// EmitInterval is in minutes (5 or 60); nil means the AWS default.
+	EmitInterval *int32
+	Bucket       string
+	Prefix       string
 }
 
 // AWSHealthCheck overrides the default target health check.

@@ -82,7 +82,11 @@ type LoadBalancer struct {
 	// observed, not desired, state: left out of the JSON form (the controller's model hash), so
 	// that writing the status Ensure returned does not cause another Ensure.
 	CurrentIPs []netip.Addr `json:"-"`
-	Ports      []Port
+	// CurrentHostnames are the hostnames status.loadBalancer.ingress reports now (observed, left
+	// out of the JSON form like CurrentIPs): a provider replacing a load balancer deletes the old
+	// one only once the Service's status names the new one.
+	CurrentHostnames []string `json:"-"`
+	Ports            []Port
 	// SourceRanges allowed to reach the load balancer; empty means everyone.
 	SourceRanges []netip.Prefix
 	// LocalTrafficOnly is externalTrafficPolicy=Local: only nodes with a ready local endpoint,
@@ -143,6 +147,10 @@ type Status struct {
 	// the chosen kind of load balancer). The controller reports each as a Warning Event; they
 	// never fail the call.
 	Warnings []string
+	// ReplacementPending says Ingress names a new load balancer that replaces one the Service's
+	// status still names; the provider deletes the old one on an Ensure whose CurrentIPs or
+	// CurrentHostnames name the new one. The caller writes the status and calls Ensure again.
+	ReplacementPending bool
 }
 
 // Capabilities tell the controller what a provider can express, so that unsupported requests

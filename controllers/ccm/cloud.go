@@ -2,6 +2,7 @@ package ccm
 
 import (
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/portico-lb/portico/providers"
 )
@@ -33,9 +34,21 @@ func New(opts Options) *Cloud {
 	return &Cloud{lb: &loadBalancer{provider: opts.Provider, caps: opts.Provider.Capabilities()}}
 }
 
-// Initialize implements cloudprovider.Interface. The adapter needs no API client: providers
-// never talk to the API server, and the stock service controller writes status and Events.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+// Initialize implements cloudprovider.Interface. Providers never talk to the API server and the
+// stock service controller writes status and Events; the adapter reads Services back only to
+// finish load-balancer replacements (replacements.go), until stop is closed.
+func (c *Cloud) Initialize(builder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	if builder == nil {
+		return
+	}
+	client, err := builder.Client("portico-ccm-replacements")
+	if err != nil {
+		klog.Background().Error(err, "Building a client to finish load balancer replacements; they finish on the next sync of each Service")
+		return
+	}
+	c.lb.followUp = newReplacements(c.lb, client)
+	go c.lb.followUp.run(stop)
+}
 
 // LoadBalancer implements cloudprovider.Interface; it is the one supported capability.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lb, true }

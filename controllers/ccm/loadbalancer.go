@@ -19,6 +19,8 @@ import (
 type loadBalancer struct {
 	provider providers.Provider
 	caps     providers.Capabilities
+	// followUp finishes replacements (replacements.go); nil until Initialize.
+	followUp *replacements
 }
 
 var _ cloudprovider.LoadBalancer = (*loadBalancer)(nil)
@@ -65,6 +67,13 @@ func (b *loadBalancer) EnsureLoadBalancer(ctx context.Context, _ string, svc *co
 	// The stock controller has no way to turn these into Events: they are logged.
 	for _, w := range st.Warnings {
 		logger.Info("Provider ignores a setting", "service", klog.KObj(svc), "warning", w)
+	}
+	if st.ReplacementPending {
+		if b.followUp != nil {
+			b.followUp.add(svc, nodes)
+		} else {
+			logger.Info("Load balancer replaced; the old one is deleted on the next sync of the Service", "service", klog.KObj(svc))
+		}
 	}
 	status := servicemodel.ToServiceStatus(st)
 	return &status, nil

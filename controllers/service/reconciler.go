@@ -153,6 +153,7 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 	prev, known := r.lookup(key)
 	driftDue := r.opts.ResyncPeriod > 0 && time.Since(prev.at) >= r.opts.ResyncPeriod
 	var status corev1.LoadBalancerStatus
+	pending := false
 	if known && prev.hash == hash && !driftDue {
 		status = prev.status
 	} else {
@@ -169,7 +170,14 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 			return r.ensureFailed(ctx, svc, err)
 		}
 		status = servicemodel.ToServiceStatus(st)
-		r.remember(key, applied{hash: hash, at: time.Now(), status: status})
+		if st.ReplacementPending {
+			// The provider deletes the load balancer it replaced once the status names the new
+			// one: write it, then call Ensure again (nothing remembered, so the hash matches not).
+			pending = true
+			r.forget(key)
+		} else {
+			r.remember(key, applied{hash: hash, at: time.Now(), status: status})
+		}
 		if changed {
 			// Warnings are reported when the model changes, not on every drift resync.
 			for _, w := range st.Warnings {
@@ -184,8 +192,15 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 	if err := r.reportReady(ctx, svc, status); err != nil {
 		return ctrl.Result{}, err
 	}
+	if pending {
+		return ctrl.Result{RequeueAfter: replacementRecheck}, nil
+	}
 	return ctrl.Result{RequeueAfter: r.opts.ResyncPeriod}, nil
 }
+
+// replacementRecheck is how soon Ensure is called again after a status that names a
+// replacement load balancer was written (providers.Status.ReplacementPending).
+const replacementRecheck = time.Second
 
 // ensureFailed maps a provider error to a result, in one place: invalid input is terminal,
 // RetryError waits its fixed delay, anything else backs off exponentially.

@@ -28,6 +28,7 @@ func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.
 		Labels:              svc.Labels,
 		Selector:            svc.Spec.Selector,
 		CurrentIPs:          ingressIPs(svc),
+		CurrentHostnames:    ingressHostnames(svc),
 	}
 	if p := svc.Spec.IPFamilyPolicy; p != nil {
 		lb.IPFamilyPolicy = providers.IPFamilyPolicy(*p)
@@ -62,6 +63,17 @@ func ingressIPs(svc *corev1.Service) []netip.Addr {
 	for _, in := range svc.Status.LoadBalancer.Ingress {
 		if ip, err := netip.ParseAddr(in.IP); err == nil {
 			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// ingressHostnames returns the hostnames status.loadBalancer.ingress reports, in order.
+func ingressHostnames(svc *corev1.Service) []string {
+	var out []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.Hostname != "" {
+			out = append(out, in.Hostname)
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package moto
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	"github.com/aws/smithy-go"
 )
 
 // Kind is a kind of AWS resource in an Inventory.
@@ -90,7 +92,17 @@ func (s *Server) Owned(t testing.TB, cluster string) Inventory {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	inv, err := s.owned(ctx, cluster)
+	var inv Inventory
+	var err error
+	// A resource deleted between its listing and the next call (the code under test runs
+	// meanwhile) answers NotFound: take the snapshot again.
+	for range 5 {
+		inv, err = s.owned(ctx, cluster)
+		var apiErr smithy.APIError
+		if !errors.As(err, &apiErr) || !strings.HasSuffix(apiErr.ErrorCode(), "NotFound") {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("moto: listing owned resources: %v", err)
 	}
@@ -221,6 +233,12 @@ func (s *Server) owned(ctx context.Context, cluster string) (Inventory, error) {
 		ls := elbv2.NewDescribeListenersPaginator(v2, &elbv2.DescribeListenersInput{LoadBalancerArn: aws.String(arn)})
 		for ls.HasMorePages() {
 			page, err := ls.NextPage(ctx)
+			var apiErr smithy.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode() == "LoadBalancerNotFound" {
+				// Deleted since it was listed (the code under test runs meanwhile): the
+				// snapshot keeps the load balancer, without listeners.
+				break
+			}
 			if err != nil {
 				return nil, fmt.Errorf("describing listeners of %s: %w", names[arn], err)
 			}

@@ -173,15 +173,23 @@ func Shared(t testing.TB) *Server {
 //	func TestMain(m *testing.M) { moto.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
-	shared.mu.Lock()
-	if shared.srv != nil {
-		if err := shared.srv.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "moto: %v\n", err)
-		}
-		shared.srv = nil
+	if err := StopShared(); err != nil {
+		fmt.Fprintf(os.Stderr, "moto: %v\n", err)
 	}
-	shared.mu.Unlock()
 	os.Exit(code)
+}
+
+// StopShared stops the shared server, if one was started, and removes its directory: for a
+// TestMain that has more to stop than Main does (a control plane) after m.Run.
+func StopShared() error {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.srv == nil {
+		return nil
+	}
+	err := shared.srv.Stop()
+	shared.srv = nil
+	return err
 }
 
 // start sweeps leftovers of dead runs, then starts moto_server on a free port, retrying if
@@ -366,6 +374,10 @@ func configFor(endpoint, region string) aws.Config {
 		Credentials:  credentials.NewStaticCredentialsProvider(AccessKeyID, SecretAccessKey, ""),
 	}
 }
+
+// HarnessConfig is AWSConfig with the harness's User-Agent marker: a test's own checks of what
+// moto holds made with it are left out of Calls, like Seed's and Owned's.
+func (s *Server) HarnessConfig() aws.Config { return s.harnessConfig() }
 
 // harnessConfig is AWSConfig with the harness's User-Agent marker.
 func (s *Server) harnessConfig() aws.Config {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 
@@ -406,7 +407,7 @@ func (p *Provider) reconcileClassicHealthCheck(ctx context.Context, d desiredLB,
 // reconcileClassicAttributes sets the attributes the Service asks for; others keep their value.
 func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
 	c := d.Classic
-	if c.CrossZone == nil && c.IdleTimeout == nil && c.Draining == nil && c.DrainingTimeout == nil {
+	if c.CrossZone == nil && c.IdleTimeout == nil && c.Draining == nil && c.DrainingTimeout == nil && c.AccessLog == nil {
 		return nil
 	}
 	out, err := p.clb().DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name)})
@@ -440,6 +441,27 @@ func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, 
 		}
 		if have.ConnectionDraining == nil || have.ConnectionDraining.Enabled != want.Enabled || aws.ToInt32(have.ConnectionDraining.Timeout) != aws.ToInt32(want.Timeout) {
 			change.ConnectionDraining = &want
+			changed = true
+		}
+	}
+	if al := c.AccessLog; al != nil {
+		want := elbtypes.AccessLog{Enabled: al.Enabled}
+		if have.AccessLog != nil {
+			want = *have.AccessLog
+			want.Enabled = al.Enabled
+		}
+		if al.EmitInterval != nil {
+			want.EmitInterval = al.EmitInterval
+		}
+		if al.Bucket != "" {
+			want.S3BucketName = aws.String(al.Bucket)
+		}
+		if al.Prefix != "" {
+			want.S3BucketPrefix = aws.String(al.Prefix)
+		}
+		if h := have.AccessLog; h == nil || h.Enabled != want.Enabled || aws.ToInt32(h.EmitInterval) != aws.ToInt32(want.EmitInterval) ||
+			aws.ToString(h.S3BucketName) != aws.ToString(want.S3BucketName) || aws.ToString(h.S3BucketPrefix) != aws.ToString(want.S3BucketPrefix) {
+			change.AccessLog = &want
 			changed = true
 		}
 	}
@@ -524,26 +546,45 @@ func elbInstances(ids []string) []elbtypes.Instance {
 }
 
 // reconcileClassicSecurity converges the load balancer's security groups (its own, or the
-// configured ones), its own group's rules, and the node groups' rules letting it in.
+// configured ones), its own groups' rules (split across groups when the source ranges need more
+// rules than one group holds), and the node groups' rules letting it in. A group no longer
+// needed is detached, unreferenced, then deleted.
 func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.Ref, d desiredLB, cur *elbtypes.LoadBalancerDescription, insts []instance) error {
 	groups := slices.Clone(d.Classic.SecurityGroups)
+	var extra []ec2types.SecurityGroup
 	if len(groups) == 0 {
-		own, err := p.ensureOwnSecurityGroup(ctx, d, aws.ToString(cur.VPCId))
+		// desired checked that the groups, with the extra ones, are at most maxClassicGroups.
+		chunks := splitRules(classicRules(d), maxRulesPerGroup)
+		own, err := p.ensureOwnSecurityGroups(ctx, d, aws.ToString(cur.VPCId), len(chunks))
 		if err != nil {
 			return err
 		}
-		if err := p.reconcileRules(ctx, own, ref.UID, d.Name, classicRules(d)); err != nil {
+		var sets []groupRules
+		for i, g := range own {
+			var want []sgRule
+			if i < len(chunks) {
+				want = chunks[i]
+				groups = append(groups, aws.ToString(g.GroupId))
+			} else {
+				extra = append(extra, g)
+			}
+			sets = append(sets, groupRules{g, want})
+		}
+		if err := p.reconcileRuleSets(ctx, ref.UID, d.Name, sets); err != nil {
 			return err
 		}
-		groups = []string{aws.ToString(own.GroupId)}
 	}
 	groups = append(groups, d.Classic.ExtraSecurityGroups...)
 	slices.Sort(groups)
 	groups = slices.Compact(groups)
-	if a, b := slices.Sorted(slices.Values(cur.SecurityGroups)), slices.Sorted(slices.Values(groups)); !slices.Equal(a, b) {
+	if a := slices.Sorted(slices.Values(cur.SecurityGroups)); !slices.Equal(a, groups) {
 		if _, err := p.clb().ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(d.Name), SecurityGroups: groups}); err != nil {
 			return fmt.Errorf("applying security groups to %s: %w", d.Name, err)
 		}
+	}
+	if !d.ManageNodeRules {
+		// The extra groups may still be referenced from the nodes: leave them for Delete.
+		return nil
 	}
 	nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
 	if err != nil {
@@ -555,6 +596,20 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 	}
 	for _, g := range nodeGroups {
 		if err := p.reconcileRules(ctx, g, ref.UID, d.Name, rules); err != nil {
+			return err
+		}
+	}
+	// Groups letting the load balancer in that no node uses any more (or that let in a group
+	// about to be deleted).
+	from := slices.Clone(groups)
+	for _, g := range extra {
+		from = append(from, aws.ToString(g.GroupId))
+	}
+	if err := p.revokeStaleNodeRules(ctx, ref.UID, d.Name, aws.ToString(cur.VPCId), nodeGroups, []ec2Filter{{Name: aws.String("ip-permission.group-id"), Values: from}}); err != nil {
+		return err
+	}
+	for _, g := range extra {
+		if err := p.deleteSecurityGroup(ctx, aws.ToString(g.GroupId)); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
@@ -57,6 +58,9 @@ func (p *Provider) reconcileListeners(ctx context.Context, d desiredLB, rec *lbR
 		if err := p.reconcileTargets(ctx, tgARN, l.TG.Name, instances); err != nil {
 			return err
 		}
+		if err := p.reconcileTargetGroupAttributes(ctx, tgARN, l.TG.Name, d.NLB.TGAttributes); err != nil {
+			return err
+		}
 		cur, ok := byPort[l.Port]
 		switch {
 		case !ok:
@@ -71,6 +75,9 @@ func (p *Provider) reconcileListeners(ctx context.Context, d desiredLB, rec *lbR
 			if l.Protocol == "TLS" {
 				in.Certificates = []elbv2types.Certificate{{CertificateArn: aws.String(l.CertARN)}}
 				in.SslPolicy = aws.String(l.SSLPolicy)
+				if l.ALPN != "" {
+					in.AlpnPolicy = []string{l.ALPN}
+				}
 			}
 			if _, err = api.ModifyListener(ctx, in); err != nil {
 				err = fmt.Errorf("modifying listener %d of %s: %w", l.Port, rec.Name, err)
@@ -109,6 +116,9 @@ func (p *Provider) createListener(ctx context.Context, rec *lbRecord, l nlbListe
 	if l.Protocol == "TLS" {
 		in.Certificates = []elbv2types.Certificate{{CertificateArn: aws.String(l.CertARN)}}
 		in.SslPolicy = aws.String(l.SSLPolicy)
+		if l.ALPN != "" {
+			in.AlpnPolicy = []string{l.ALPN}
+		}
 	}
 	if _, err := listenerAPI(p.elbv2).CreateListener(ctx, in); err != nil {
 		return fmt.Errorf("creating listener %s:%d of %s: %w", l.Protocol, l.Port, rec.Name, err)
@@ -126,6 +136,10 @@ func listenerDiffers(cur elbv2types.Listener, l nlbListener, tgARN string) bool 
 		return false
 	}
 	if aws.ToString(cur.SslPolicy) != l.SSLPolicy {
+		return true
+	}
+	// An unset ALPN policy reads back as none or ["None"].
+	if l.ALPN != "" && !slices.Equal(cur.AlpnPolicy, []string{l.ALPN}) && !(l.ALPN == "None" && len(cur.AlpnPolicy) == 0) {
 		return true
 	}
 	return len(cur.Certificates) == 0 || aws.ToString(cur.Certificates[0].CertificateArn) != l.CertARN

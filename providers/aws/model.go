@@ -2,6 +2,7 @@ package aws
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -39,6 +40,8 @@ type desiredLB struct {
 	SourceCIDRs []netip.Prefix
 	NLB         nlbSpec
 	Classic     classicSpec
+	// ManageNodeRules: the provider adds and removes rules in the nodes' security groups.
+	ManageNodeRules bool
 	// Warnings name settings that do not apply to the chosen kind; they change nothing.
 	Warnings []string
 }
@@ -47,6 +50,15 @@ type desiredLB struct {
 type nlbSpec struct {
 	Listeners []nlbListener // sorted by port
 	CrossZone *bool
+	// IPAddressType is ipv4 or dualstack.
+	IPAddressType string
+	// EIPAllocations or PrivateIPv4s, one per subnet, used when the NLB is created.
+	EIPAllocations []string
+	PrivateIPv4s   []string
+	// AccessLog holds the access_logs.s3.* attributes the Service sets.
+	AccessLog map[string]string
+	// TGAttributes are set on every target group.
+	TGAttributes map[string]string
 }
 
 type nlbListener struct {
@@ -54,7 +66,9 @@ type nlbListener struct {
 	Protocol  string // TCP, UDP, TCP_UDP, TLS
 	CertARN   string
 	SSLPolicy string
-	TG        targetGroupSpec
+	// ALPN is the ALPN policy of a TLS listener; "" leaves it unset.
+	ALPN string
+	TG   targetGroupSpec
 }
 
 type targetGroupSpec struct {
@@ -89,6 +103,15 @@ type classicSpec struct {
 	SecurityGroups []string
 	// ExtraSecurityGroups are added to the load balancer's groups.
 	ExtraSecurityGroups []string
+	// AccessLog is set when the Service configures access logs.
+	AccessLog *classicAccessLog
+}
+
+type classicAccessLog struct {
+	Enabled      bool
+	EmitInterval *int32
+	Bucket       string
+	Prefix       string
 }
 
 type classicListener struct {
@@ -149,12 +172,20 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 		Tags:        resourceTags(p.opts.ClusterName, lb.Ref, p.opts.ExtraTags, spec),
 		Subnets:     slices.Clone(spec.Subnets),
 		SourceCIDRs: slices.Clone(lb.SourceRanges),
+
+		ManageNodeRules: spec.ManageBackendSecurityGroupRules == nil || *spec.ManageBackendSecurityGroupRules,
 	}
 	if len(d.Subnets) == 0 {
 		d.Subnets = slices.Clone(p.opts.Subnets)
 	}
 	if len(d.SourceCIDRs) == 0 {
 		d.SourceCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
+		if kind == annotations.AWSNLB && spec.IPAddressType == "dualstack" {
+			d.SourceCIDRs = append(d.SourceCIDRs, netip.MustParsePrefix("::/0"))
+		}
+	}
+	if err := validateAccessLog(spec.AccessLog); err != nil {
+		return desiredLB{}, err
 	}
 	instances, warnings := instanceIDs(lb.Nodes, spec.TargetNodeLabels)
 	d.Instances = instances
@@ -163,10 +194,14 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 	switch kind {
 	case annotations.AWSNLB:
 		d.NLB, err = nlbDesired(d.Name, lb)
+		if err == nil {
+			err = nlbAddresses(&d.NLB, spec, scheme)
+		}
 		d.Warnings = append(d.Warnings, nlbWarnings(spec)...)
 	default:
 		d.Classic = classicDesired(lb, p.opts.SecurityGroups)
 		d.Warnings = append(d.Warnings, classicWarnings(spec)...)
+		err = checkClassicGroups(d)
 	}
 	if err != nil {
 		return desiredLB{}, err
@@ -283,7 +318,22 @@ func nlbDesired(name string, lb *providers.LoadBalancer) (nlbSpec, error) {
 		byPort[pt.Port] = append(byPort[pt.Port], pt)
 	}
 	slices.Sort(order)
-	out := nlbSpec{CrossZone: spec.CrossZone}
+	out := nlbSpec{CrossZone: spec.CrossZone, IPAddressType: "ipv4", TGAttributes: maps.Clone(spec.TargetGroupAttributes)}
+	if spec.IPAddressType != "" {
+		out.IPAddressType = spec.IPAddressType
+	}
+	if al := spec.AccessLog; al.Enabled != nil || al.Bucket != "" || al.Prefix != "" {
+		out.AccessLog = map[string]string{}
+		if al.Enabled != nil {
+			out.AccessLog["access_logs.s3.enabled"] = strconv.FormatBool(*al.Enabled)
+		}
+		if al.Bucket != "" {
+			out.AccessLog["access_logs.s3.bucket"] = al.Bucket
+		}
+		if al.Prefix != "" {
+			out.AccessLog["access_logs.s3.prefix"] = al.Prefix
+		}
+	}
 	for _, port := range order {
 		pts := byPort[port]
 		l := nlbListener{Port: port}
@@ -303,7 +353,7 @@ func nlbDesired(name string, lb *providers.LoadBalancer) (nlbSpec, error) {
 		}
 		tgProtocol := l.Protocol
 		if l.Protocol == "TCP" && sslPort(spec, pts[0]) {
-			l.Protocol, l.CertARN, l.SSLPolicy = "TLS", spec.SSLCert, defaultTLSPolicy
+			l.Protocol, l.CertARN, l.SSLPolicy, l.ALPN = "TLS", spec.SSLCert, defaultTLSPolicy, spec.ALPNPolicy
 			if spec.SSLNegotiationPolicy != "" {
 				l.SSLPolicy = spec.SSLNegotiationPolicy
 			}
@@ -412,22 +462,20 @@ func transportProtocols(tgProtocol string) []string {
 	return []string{"tcp"}
 }
 
+// nlbWarnings name the keys set on the Service that apply to Classic ELBs only, one each.
 func nlbWarnings(spec annotations.AWS) []string {
 	var w []string
-	if spec.ProxyProtocol {
-		w = append(w, notForKind(annotations.AWSProxyProtocol, "nlb"))
-	}
-	if spec.ConnectionIdleTimeout != nil {
-		w = append(w, notForKind(annotations.AWSConnectionIdleTimeout, "nlb"))
-	}
 	for _, k := range []struct {
 		set bool
 		key string
 	}{
+		{spec.ProxyProtocol, annotations.AWSProxyProtocol},
+		{spec.ConnectionIdleTimeout != nil, annotations.AWSConnectionIdleTimeout},
 		{spec.ConnectionDraining != nil, annotations.AWSConnectionDrainingEnabled},
 		{spec.ConnectionDrainingTimeout != nil, annotations.AWSConnectionDrainingTimeout},
 		{len(spec.SecurityGroups) > 0, annotations.AWSSecurityGroups},
 		{len(spec.ExtraSecurityGroups) > 0, annotations.AWSExtraSecurityGroups},
+		{spec.AccessLog.EmitInterval != nil, annotations.AWSAccessLogEmitInterval},
 	} {
 		if k.set {
 			w = append(w, notForKind(k.key, "nlb"))
@@ -439,7 +487,53 @@ func nlbWarnings(spec annotations.AWS) []string {
 	return w
 }
 
-func classicWarnings(spec annotations.AWS) []string { return nil }
+// classicWarnings name the keys set on the Service that apply to NLBs only, one each.
+func classicWarnings(spec annotations.AWS) []string {
+	var w []string
+	for _, k := range []struct {
+		set bool
+		key string
+	}{
+		{len(spec.TargetGroupAttributes) > 0, annotations.AWSTargetGroupAttributes},
+		{len(spec.EIPAllocations) > 0, annotations.AWSEIPAllocations},
+		{len(spec.PrivateIPv4Addresses) > 0, annotations.AWSPrivateIPv4Addresses},
+		{spec.NLBTargetType != "", annotations.AWSNLBTargetType},
+		{spec.IPAddressType != "", annotations.AWSIPAddressType},
+		{spec.ALPNPolicy != "", annotations.AWSALPNPolicy},
+	} {
+		if k.set {
+			w = append(w, notForKind(k.key, "classic"))
+		}
+	}
+	return w
+}
+
+// validateAccessLog: logs turned on need a bucket.
+func validateAccessLog(al annotations.AWSAccessLog) error {
+	if al.Enabled != nil && *al.Enabled && al.Bucket == "" {
+		return providers.Invalid("metadata.annotations["+annotations.AWSAccessLogEnabled+"]", "access logs need a bucket: set %s", annotations.AWSAccessLogS3BucketName)
+	}
+	return nil
+}
+
+// nlbAddresses takes the EIP or private-address annotation: EIPs for an internet-facing NLB,
+// private addresses for an internal one, never both. Their count is checked against the
+// subnets when the NLB is created.
+func nlbAddresses(n *nlbSpec, spec annotations.AWS, scheme string) error {
+	switch {
+	case len(spec.EIPAllocations) > 0 && len(spec.PrivateIPv4Addresses) > 0:
+		return providers.Invalid("metadata.annotations["+annotations.AWSEIPAllocations+"]", "set %s (internet-facing) or %s (internal), not both", annotations.AWSEIPAllocations, annotations.AWSPrivateIPv4Addresses)
+	case len(spec.EIPAllocations) > 0 && scheme != schemeInternetFacing:
+		return providers.Invalid("metadata.annotations["+annotations.AWSEIPAllocations+"]", "Elastic IPs apply to internet-facing NLBs; this one is internal (use %s)", annotations.AWSPrivateIPv4Addresses)
+	case len(spec.PrivateIPv4Addresses) > 0 && scheme != schemeInternal:
+		return providers.Invalid("metadata.annotations["+annotations.AWSPrivateIPv4Addresses+"]", "private addresses apply to internal NLBs; this one is internet-facing (use %s)", annotations.AWSEIPAllocations)
+	}
+	n.EIPAllocations = slices.Clone(spec.EIPAllocations)
+	for _, a := range spec.PrivateIPv4Addresses {
+		n.PrivateIPv4s = append(n.PrivateIPv4s, a.String())
+	}
+	return nil
+}
 
 func notForKind(key, kind string) string {
 	return fmt.Sprintf("%s does not apply to load balancers of type %s; it is ignored", key, kind)
@@ -472,6 +566,9 @@ func classicDesired(lb *providers.LoadBalancer, defaultSGs []string) classicSpec
 	if spec.ConnectionIdleTimeout != nil {
 		s := int32(*spec.ConnectionIdleTimeout / time.Second)
 		out.IdleTimeout = &s
+	}
+	if al := spec.AccessLog; al.Enabled != nil || al.EmitInterval != nil || al.Bucket != "" || al.Prefix != "" {
+		out.AccessLog = &classicAccessLog{Enabled: al.Enabled != nil && *al.Enabled, EmitInterval: al.EmitInterval, Bucket: al.Bucket, Prefix: al.Prefix}
 	}
 	ports := slices.Clone(lb.Ports)
 	slices.SortFunc(ports, func(a, b providers.Port) int { return int(a.Port - b.Port) })
@@ -535,6 +632,20 @@ func classicHealth(lb *providers.LoadBalancer, first classicListener) classicHea
 	setSeconds(&hc.Timeout, o.Timeout)
 	setSeconds(&hc.Interval, o.Interval)
 	return hc
+}
+
+// checkClassicGroups rejects source ranges that need more own security groups than a Classic
+// ELB can take besides its extra groups.
+func checkClassicGroups(d desiredLB) error {
+	if len(d.Classic.SecurityGroups) > 0 {
+		return nil
+	}
+	n := len(splitRules(classicRules(d), maxRulesPerGroup))
+	if room := maxClassicGroups - len(d.Classic.ExtraSecurityGroups); n > room {
+		return providers.Invalid("spec.loadBalancerSourceRanges", "%d source ranges need %d rules, %d security groups of %d rules; a Classic ELB takes at most %d groups, %d of them given as extra groups: shorten the list",
+			len(d.SourceCIDRs), len(classicRules(d)), n, maxRulesPerGroup, maxClassicGroups, len(d.Classic.ExtraSecurityGroups))
+	}
+	return nil
 }
 
 // classicRules are the ingress rules of a Classic ELB's own security group: every listener port

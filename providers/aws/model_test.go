@@ -343,3 +343,14 @@ func TestNames(t *testing.T) {
 		t.Errorf("rule description %q does not round-trip", d)
 	}
 }
+
+// testLB is a one-port Classic Service on nodes, the base the tests mutate.
+func testLB(name string, nodes []providers.Node) *providers.LoadBalancer {
+	return &providers.LoadBalancer{
+		Ref:         providers.Ref{Namespace: "default", Name: name, UID: "uid-" + name},
+		IPFamilies:  []providers.IPFamily{providers.IPv4},
+		Ports:       []providers.Port{{Name: "http", Protocol: providers.TCP, Port: 80, NodePort: 30080}},
+		Nodes:       nodes,
+		Annotations: annotations.Spec{AWS: annotations.AWS{Type: annotations.AWSClassic}},
+	}
+}

@@ -1,3 +1,5 @@
+//go:build moto
+
 package aws
 
 import (

@@ -1,6 +1,9 @@
+//go:build moto
+
 package aws
 
-// A minimal moto harness for this package's tests, to be replaced by e2e/moto when it lands:
+// The moto-backed tests of this package build only with -tags moto (make test-e2e runs them;
+// make test-unit stays fast). A minimal moto harness, to be replaced by e2e/moto:
 // one moto_server per test binary on 127.0.0.1 and a free port, reset before every test, and a
 // seeded VPC with tagged subnets, instances and a node security group.
 
@@ -24,7 +27,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/acm"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
@@ -37,11 +39,7 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-const (
-	testCluster = "portico-test"
-	testRegion  = "us-east-1"
-	motoVersion = "5.2.5"
-)
+const motoVersion = "5.2.5"
 
 var moto struct {
 	once sync.Once
@@ -77,7 +75,7 @@ func motoURL(t *testing.T) string {
 	moto.once.Do(func() {
 		bin := motoBinary()
 		if _, err := os.Stat(bin); err != nil {
-			moto.err = fmt.Errorf("moto_server %s not found at %s (set PORTICO_MOTO_SERVER); install it with: python3 -m venv ~/.cache/portico/moto-%s && ~/.cache/portico/moto-%s/bin/pip install 'moto[server]==%s'",
+			moto.err = fmt.Errorf("moto_server %s not found at %s (set PORTICO_MOTO_SERVER); run `make prereqs`, or install it with: python3 -m venv ~/.cache/portico/moto-%s && ~/.cache/portico/moto-%s/bin/pip install 'moto[server]==%s'",
 				motoVersion, bin, motoVersion, motoVersion, motoVersion)
 			return
 		}
@@ -89,6 +87,8 @@ func motoURL(t *testing.T) string {
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
 		moto.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
+		// moto writes its recorder file into its working directory: keep it out of the tree.
+		moto.cmd.Dir = os.TempDir()
 		if err := moto.cmd.Start(); err != nil {
 			moto.err = fmt.Errorf("starting %s: %w", bin, err)
 			return
@@ -117,14 +117,6 @@ func motoURL(t *testing.T) string {
 	}
 	resp.Body.Close()
 	return moto.url
-}
-
-func awsConfig(url string) aws.Config {
-	return aws.Config{
-		Region:       testRegion,
-		Credentials:  credentials.NewStaticCredentialsProvider("testing", "testing", ""),
-		BaseEndpoint: aws.String(url),
-	}
 }
 
 // fixture is a seeded moto: a VPC, one public (role/elb) and one private (role/internal-elb)

@@ -1,3 +1,5 @@
+//go:build moto
+
 package aws
 
 import (
@@ -16,16 +18,6 @@ import (
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
-
-func testLB(name string, nodes []providers.Node) *providers.LoadBalancer {
-	return &providers.LoadBalancer{
-		Ref:         providers.Ref{Namespace: "default", Name: name, UID: "uid-" + name},
-		IPFamilies:  []providers.IPFamily{providers.IPv4},
-		Ports:       []providers.Port{{Name: "http", Protocol: providers.TCP, Port: 80, NodePort: 30080}},
-		Nodes:       nodes,
-		Annotations: annotations.Spec{AWS: annotations.AWS{Type: annotations.AWSClassic}},
-	}
-}
 
 func ensure(t *testing.T, p *Provider, lb *providers.LoadBalancer) providers.Status {
 	t.Helper()

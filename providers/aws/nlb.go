@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
@@ -25,6 +26,7 @@ type nlbAPI interface {
 	DescribeLoadBalancerAttributes(ctx context.Context, in *elbv2.DescribeLoadBalancerAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeLoadBalancerAttributesOutput, error)
 	ModifyLoadBalancerAttributes(ctx context.Context, in *elbv2.ModifyLoadBalancerAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyLoadBalancerAttributesOutput, error)
 	SetSubnets(ctx context.Context, in *elbv2.SetSubnetsInput, opts ...func(*elbv2.Options)) (*elbv2.SetSubnetsOutput, error)
+	SetIpAddressType(ctx context.Context, in *elbv2.SetIpAddressTypeInput, opts ...func(*elbv2.Options)) (*elbv2.SetIpAddressTypeOutput, error)
 }
 
 var _ nlbAPI = (*elbv2.Client)(nil)
@@ -71,6 +73,12 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 				rec.Subnets = subnetIDs(want)
 			}
 		}
+		if rec.IPAddressType != d.NLB.IPAddressType {
+			if _, err := api.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: aws.String(rec.ARN), IpAddressType: elbv2types.IpAddressType(d.NLB.IPAddressType)}); err != nil {
+				return nil, fmt.Errorf("setting the address type of %s to %s: %w", d.Name, d.NLB.IPAddressType, err)
+			}
+			rec.IPAddressType = d.NLB.IPAddressType
+		}
 	}
 	vpc := rec.VPC
 	if err := p.reconcileListeners(ctx, d, rec, vpc, instanceIDsOf(insts)); err != nil {
@@ -83,6 +91,9 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	if err != nil {
 		return nil, err
 	}
+	if !d.ManageNodeRules {
+		return rec, nil
+	}
 	groups, err := p.nodeSecurityGroups(ctx, insts)
 	if err != nil {
 		return nil, err
@@ -92,6 +103,18 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 		if err := p.reconcileRules(ctx, g, ref.UID, d.Name, rules); err != nil {
 			return nil, err
 		}
+	}
+	// Groups holding rules on this load balancer's node ports that no node uses any more.
+	var ports []string
+	for _, r := range rules {
+		if r.Purpose != "mtu" {
+			ports = append(ports, itoa(r.From))
+		}
+	}
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	if err := p.revokeStaleNodeRules(ctx, ref.UID, d.Name, vpc, groups, []ec2Filter{{Name: aws.String("ip-permission.from-port"), Values: ports}}); err != nil {
+		return nil, err
 	}
 	return rec, nil
 }
@@ -113,14 +136,20 @@ func (p *Provider) createNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	if v := replacedValue(olds, d.Name); v != "" {
 		tags[tagReplaces] = v
 	}
-	out, err := nlbAPI(p.elbv2).CreateLoadBalancer(ctx, &elbv2.CreateLoadBalancerInput{
+	in := &elbv2.CreateLoadBalancerInput{
 		Name:          aws.String(d.Name),
 		Type:          elbv2types.LoadBalancerTypeEnumNetwork,
 		Scheme:        elbv2types.LoadBalancerSchemeEnum(d.Scheme),
-		IpAddressType: elbv2types.IpAddressTypeIpv4,
-		Subnets:       subnetIDs(subnets),
+		IpAddressType: elbv2types.IpAddressType(d.NLB.IPAddressType),
 		Tags:          toELBv2Tags(tags),
-	})
+	}
+	if in.SubnetMappings, err = subnetMappings(d.NLB, subnets); err != nil {
+		return nil, err
+	}
+	if in.SubnetMappings == nil {
+		in.Subnets = subnetIDs(subnets)
+	}
+	out, err := nlbAPI(p.elbv2).CreateLoadBalancer(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("creating NLB %s: %w", d.Name, err)
 	}
@@ -131,15 +160,41 @@ func (p *Provider) createNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	return nlbRecord(&out.LoadBalancers[0], tags), nil
 }
 
+// subnetMappings pairs the Service's Elastic IPs or private addresses with the subnets, in
+// subnet order; nil when it gives none.
+func subnetMappings(n nlbSpec, subnets []subnet) ([]elbv2types.SubnetMapping, error) {
+	addrs, key := n.EIPAllocations, annotations.AWSEIPAllocations
+	if len(n.PrivateIPv4s) > 0 {
+		addrs, key = n.PrivateIPv4s, annotations.AWSPrivateIPv4Addresses
+	}
+	if len(addrs) == 0 {
+		return nil, nil
+	}
+	if len(addrs) != len(subnets) {
+		return nil, providers.Invalid("metadata.annotations["+key+"]", "lists %d addresses for %d subnets (%s): give one per subnet, in that order", len(addrs), len(subnets), strings.Join(subnetIDs(subnets), ", "))
+	}
+	out := make([]elbv2types.SubnetMapping, len(subnets))
+	for i, s := range subnets {
+		out[i] = elbv2types.SubnetMapping{SubnetId: aws.String(s.ID)}
+		if len(n.PrivateIPv4s) > 0 {
+			out[i].PrivateIPv4Address = aws.String(addrs[i])
+		} else {
+			out[i].AllocationId = aws.String(addrs[i])
+		}
+	}
+	return out, nil
+}
+
 func nlbRecord(lb *elbv2types.LoadBalancer, tags map[string]string) *lbRecord {
 	rec := &lbRecord{
-		Kind:    annotations.AWSNLB,
-		Name:    aws.ToString(lb.LoadBalancerName),
-		ARN:     aws.ToString(lb.LoadBalancerArn),
-		DNSName: aws.ToString(lb.DNSName),
-		Scheme:  string(lb.Scheme),
-		VPC:     aws.ToString(lb.VpcId),
-		Tags:    tags,
+		IPAddressType: string(lb.IpAddressType),
+		Kind:          annotations.AWSNLB,
+		Name:          aws.ToString(lb.LoadBalancerName),
+		ARN:           aws.ToString(lb.LoadBalancerArn),
+		DNSName:       aws.ToString(lb.DNSName),
+		Scheme:        string(lb.Scheme),
+		VPC:           aws.ToString(lb.VpcId),
+		Tags:          tags,
 	}
 	for _, az := range lb.AvailabilityZones {
 		rec.Subnets = append(rec.Subnets, aws.ToString(az.SubnetId))
@@ -258,28 +313,39 @@ func missingTags(have, want map[string]string) map[string]string {
 	return out
 }
 
-// reconcileNLBAttributes sets cross-zone load balancing when the Service asks for a value.
+// reconcileNLBAttributes sets the load-balancer attributes the Service asks for (cross-zone,
+// access logs); others keep their value.
 func (p *Provider) reconcileNLBAttributes(ctx context.Context, d desiredLB, rec *lbRecord) error {
-	if d.NLB.CrossZone == nil {
+	want := maps.Clone(d.NLB.AccessLog)
+	if d.NLB.CrossZone != nil {
+		if want == nil {
+			want = map[string]string{}
+		}
+		want["load_balancing.cross_zone.enabled"] = fmt.Sprint(*d.NLB.CrossZone)
+	}
+	if len(want) == 0 {
 		return nil
 	}
-	want := fmt.Sprint(*d.NLB.CrossZone)
 	api := nlbAPI(p.elbv2)
 	out, err := api.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: aws.String(rec.ARN)})
 	if err != nil {
 		return fmt.Errorf("describing attributes of %s: %w", rec.Name, err)
 	}
+	have := map[string]string{}
 	for _, a := range out.Attributes {
-		if aws.ToString(a.Key) == "load_balancing.cross_zone.enabled" && aws.ToString(a.Value) == want {
-			return nil
+		have[aws.ToString(a.Key)] = aws.ToString(a.Value)
+	}
+	var change []elbv2types.LoadBalancerAttribute
+	for _, k := range sortedKeys(want) {
+		if have[k] != want[k] {
+			change = append(change, elbv2types.LoadBalancerAttribute{Key: aws.String(k), Value: aws.String(want[k])})
 		}
 	}
-	_, err = api.ModifyLoadBalancerAttributes(ctx, &elbv2.ModifyLoadBalancerAttributesInput{
-		LoadBalancerArn: aws.String(rec.ARN),
-		Attributes:      []elbv2types.LoadBalancerAttribute{{Key: aws.String("load_balancing.cross_zone.enabled"), Value: aws.String(want)}},
-	})
-	if err != nil {
-		return fmt.Errorf("setting cross-zone load balancing of %s: %w", rec.Name, err)
+	if len(change) == 0 {
+		return nil
+	}
+	if _, err := api.ModifyLoadBalancerAttributes(ctx, &elbv2.ModifyLoadBalancerAttributesInput{LoadBalancerArn: aws.String(rec.ARN), Attributes: change}); err != nil {
+		return fmt.Errorf("setting attributes of %s: %w", rec.Name, err)
 	}
 	return nil
 }

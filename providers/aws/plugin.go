@@ -8,7 +8,9 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/portico-lb/portico/annotations"
@@ -17,8 +19,10 @@ import (
 
 // Plugin registers the AWS provider (see providers/registry).
 var Plugin = providers.Plugin{
-	Name:      "aws",
-	NewConfig: func() providers.Config { return &Config{DefaultType: string(annotations.AWSClassic)} },
+	Name: "aws",
+	NewConfig: func() providers.Config {
+		return &Config{DefaultType: string(annotations.AWSClassic), VerifyPeriod: metav1.Duration{Duration: DefaultVerifyPeriod}}
+	},
 }
 
 // Config is the AWS provider's configuration: flags --aws-*, keys under "providers.aws"
@@ -39,6 +43,11 @@ type Config struct {
 	Subnets []string `json:"subnets,omitempty"`
 	// SecurityGroups attached to every Classic ELB instead of a security group of its own.
 	SecurityGroups []string `json:"securityGroups,omitempty"`
+	// VerifyPeriod is how often a load balancer whose Service did not change is read back in
+	// full and repaired (a listener deleted by hand, a rule revoked). In between, an unchanged
+	// Service costs only its share of one batched read per 20 load balancers. A restart and any
+	// failed Ensure verify at once. Default 1h.
+	VerifyPeriod metav1.Duration `json:"verifyPeriod,omitempty"`
 }
 
 // BindFlags registers the --aws-* flags.
@@ -58,6 +67,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		c.Subnets = splitComma(s)
 		return nil
 	})
+	fs.DurationVar(&c.VerifyPeriod.Duration, "aws-verify-period", c.VerifyPeriod.Duration, "how often an unchanged load balancer is read back in full and repaired (drift made outside Portico)")
 	fs.Func("aws-security-groups", "comma-separated security group IDs attached to Classic ELBs instead of one group per load balancer", func(s string) error {
 		c.SecurityGroups = splitComma(s)
 		return nil
@@ -102,6 +112,9 @@ func (c *Config) Validate(root *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(root.Child("securityGroups").Index(i), s, "must be a security group ID such as sg-0123abcd"))
 		}
 	}
+	if c.VerifyPeriod.Duration < time.Minute {
+		errs = append(errs, field.Invalid(root.Child("verifyPeriod"), c.VerifyPeriod.Duration.String(), "must be at least 1m"))
+	}
 	return errs
 }
 
@@ -123,6 +136,7 @@ func (c *Config) New(ctx context.Context, env providers.Env) (providers.Provider
 		SecurityGroups: c.SecurityGroups,
 		Logger:         env.Logger,
 		Metrics:        env.Metrics,
+		VerifyPeriod:   c.VerifyPeriod.Duration,
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -32,10 +33,16 @@ type Options struct {
 	Logger         logr.Logger
 	// Metrics receives portico_aws_api_calls_total; nil registers nothing.
 	Metrics prometheus.Registerer
+	// VerifyPeriod is how often a load balancer whose desired state did not change is fully read
+	// back and repaired (applied.go). Zero means DefaultVerifyPeriod.
+	VerifyPeriod time.Duration
+	// now is the clock (tests move it); nil means time.Now.
+	now func() time.Time
 }
 
-// Provider is the AWS provider. It keeps no state between calls: AWS, through names and tags,
-// is the only record of what exists.
+// Provider is the AWS provider. AWS, through names and tags, is the only record of what exists;
+// the provider remembers only which load balancers it verified lately and a few seconds of
+// batched reads (applied.go), so a restarted provider converges every load balancer once.
 type Provider struct {
 	opts    Options
 	ec2     *ec2.Client
@@ -44,6 +51,10 @@ type Provider struct {
 	calls   *apiCalls
 	log     logr.Logger
 	cluster string
+
+	verified      *verifications
+	nlbReader     *lbReader
+	classicReader *lbReader
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -84,15 +95,26 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 	if opts.Endpoint != "" {
 		cfg.BaseEndpoint = aws.String(opts.Endpoint)
 	}
-	return &Provider{
-		opts:    opts,
-		ec2:     ec2.NewFromConfig(cfg),
-		elb:     elb.NewFromConfig(cfg),
-		elbv2:   elbv2.NewFromConfig(cfg),
-		calls:   calls,
-		log:     opts.Logger,
-		cluster: opts.ClusterName,
-	}, nil
+	if opts.VerifyPeriod == 0 {
+		opts.VerifyPeriod = DefaultVerifyPeriod
+	}
+	now := opts.now
+	if now == nil {
+		now = time.Now
+	}
+	p := &Provider{
+		opts:     opts,
+		ec2:      ec2.NewFromConfig(cfg),
+		elb:      elb.NewFromConfig(cfg),
+		elbv2:    elbv2.NewFromConfig(cfg),
+		calls:    calls,
+		log:      opts.Logger,
+		cluster:  opts.ClusterName,
+		verified: &verifications{period: opts.VerifyPeriod, now: now, m: map[string]verification{}},
+	}
+	p.nlbReader = newLBReader(p.fetchNLBs, readWindow, readMaxAge, describeLBBatch, now)
+	p.classicReader = newLBReader(p.fetchClassics, readWindow, readMaxAge, describeLBBatch, now)
+	return p, nil
 }
 
 // Name is "aws".
@@ -119,36 +141,57 @@ type lbRecord struct {
 	VPC     string
 	Subnets []string
 	Tags    map[string]string
+	// IPAddressType is the NLB's ipv4 or dualstack.
+	IPAddressType string
 }
 
 // Ensure converges the Service's load balancer. When the kind or scheme changed, it creates the
-// replacement first, converges it, and only then deletes the old one (found through the
-// replacement's portico-lb.io/replaces tag, so a crash in between is finished by the next call).
+// replacement first and converges it; the old one, named in the replacement's
+// portico-lb.io/replaces tag, is deleted by a later Ensure once the Service's status names the
+// replacement (ReplacementPending tells the caller to write the status and call again). A
+// crash at any point leaves the tag, so the next Ensure finishes the switch.
 func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (providers.Status, error) {
 	d, err := p.desired(lb)
 	if err != nil {
 		return providers.Status{}, err
 	}
-	nodes, err := p.describeInstances(ctx, d.Instances)
+	hash := desiredHash(d)
+	rec, ok, err := p.unchanged(ctx, lb.Ref, d, hash)
 	if err != nil {
 		return providers.Status{}, err
 	}
-	var rec *lbRecord
-	switch d.Kind {
-	case annotations.AWSNLB:
-		rec, err = p.ensureNLB(ctx, lb.Ref, d, nodes)
-	default:
-		rec, err = p.ensureClassic(ctx, lb.Ref, d, nodes)
-	}
-	if err != nil {
-		return providers.Status{}, err
-	}
-	if err := p.finishReplacement(ctx, lb.Ref, rec); err != nil {
-		return providers.Status{}, err
+	if !ok {
+		// Whatever happens next, nothing read before is trusted until a convergence succeeds.
+		p.verified.forget(d.Name)
+		p.reader(d.Kind).forget(d.Name)
+		if rec, err = p.converge(ctx, lb.Ref, d); err != nil {
+			return providers.Status{}, err
+		}
+		if err := p.finishReplacement(ctx, lb.Ref, rec, lb.CurrentHostnames); err != nil {
+			return providers.Status{}, err
+		}
+		if err := p.recordApplied(ctx, rec, hash); err != nil {
+			return providers.Status{}, err
+		}
 	}
 	st := status(rec)
 	st.Warnings = d.Warnings
+	st.ReplacementPending = rec.Tags[tagReplaces] != ""
 	return st, nil
+}
+
+// converge reads back everything of d's load balancer and makes it so.
+func (p *Provider) converge(ctx context.Context, ref providers.Ref, d desiredLB) (*lbRecord, error) {
+	nodes, err := p.describeInstances(ctx, d.Instances)
+	if err != nil {
+		return nil, err
+	}
+	switch d.Kind {
+	case annotations.AWSNLB:
+		return p.ensureNLB(ctx, ref, d, nodes)
+	default:
+		return p.ensureClassic(ctx, ref, d, nodes)
+	}
 }
 
 // replacedNames returns the value of the replaces tag for a new load balancer: every owned load
@@ -164,10 +207,16 @@ func replacedValue(olds []lbRecord, newName string) string {
 	return strings.Join(parts, " ")
 }
 
-// finishReplacement deletes the load balancers rec replaces, then drops the tag.
-func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec *lbRecord) error {
+// finishReplacement deletes the load balancers rec replaces, then drops the tag, once the
+// Service's status (current) names rec or names no hostname at all; until then the old load
+// balancer keeps serving what the status points at.
+func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec *lbRecord, current []string) error {
 	v := rec.Tags[tagReplaces]
 	if v == "" {
+		return nil
+	}
+	if len(current) > 0 && !slices.Contains(current, rec.DNSName) {
+		p.log.V(1).Info("Replacement waits for the status to name it", "service", ref, "name", rec.Name, "replaces", v)
 		return nil
 	}
 	for _, item := range strings.Fields(v) {
@@ -183,6 +232,7 @@ func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec
 		return err
 	}
 	delete(rec.Tags, tagReplaces)
+	p.log.Info("Deleted replaced load balancers", "service", ref, "name", rec.Name, "replaced", v)
 	return nil
 }
 
@@ -229,6 +279,8 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 
 // deleteLB deletes one load balancer and what belongs to it alone.
 func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind annotations.AWSType, name string) error {
+	p.verified.forget(name)
+	p.reader(kind).forget(name)
 	switch kind {
 	case annotations.AWSNLB:
 		if err := p.deleteNLB(ctx, ref, name); err != nil {

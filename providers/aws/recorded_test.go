@@ -13,10 +13,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/portico-lb/portico/annotations"
@@ -140,9 +142,9 @@ func TestClassicMissingLBRecorded(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	c := &Config{Region: "nowhere", Endpoint: "ftp://x", DefaultType: "alb", ExtraTags: map[string]string{"aws:x": "1"},
-		Subnets: []string{"sub-1"}, SecurityGroups: []string{"group"}}
+		Subnets: []string{"sub-1"}, SecurityGroups: []string{"group"}, VerifyPeriod: metav1.Duration{Duration: time.Second}}
 	errs := c.Validate(field.NewPath("providers", "aws"))
-	want := []string{"providers.aws.region", "providers.aws.endpoint", "providers.aws.defaultType", "providers.aws.extraTags[aws:x]", "providers.aws.subnets[0]", "providers.aws.securityGroups[0]"}
+	want := []string{"providers.aws.region", "providers.aws.endpoint", "providers.aws.defaultType", "providers.aws.extraTags[aws:x]", "providers.aws.subnets[0]", "providers.aws.securityGroups[0]", "providers.aws.verifyPeriod"}
 	if len(errs) != len(want) {
 		t.Fatalf("errors %v, want one for each of %v", errs, want)
 	}

@@ -22,6 +22,7 @@ type securityGroupAPI interface {
 	DeleteSecurityGroup(ctx context.Context, in *ec2.DeleteSecurityGroupInput, opts ...func(*ec2.Options)) (*ec2.DeleteSecurityGroupOutput, error)
 	AuthorizeSecurityGroupIngress(ctx context.Context, in *ec2.AuthorizeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.AuthorizeSecurityGroupIngressOutput, error)
 	RevokeSecurityGroupIngress(ctx context.Context, in *ec2.RevokeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.RevokeSecurityGroupIngressOutput, error)
+	UpdateSecurityGroupRuleDescriptionsIngress(ctx context.Context, in *ec2.UpdateSecurityGroupRuleDescriptionsIngressInput, opts ...func(*ec2.Options)) (*ec2.UpdateSecurityGroupRuleDescriptionsIngressOutput, error)
 }
 
 var _ securityGroupAPI = (*ec2.Client)(nil)
@@ -78,6 +79,75 @@ func (p *Provider) nodeSecurityGroups(ctx context.Context, insts []instance) ([]
 // reconcileRules makes the rules of group owned by (uid, lbName) exactly want: one Authorize
 // for what is missing, one Revoke for what is left over, nothing when they agree.
 func (p *Provider) reconcileRules(ctx context.Context, g ec2types.SecurityGroup, uid, lbName string, want []sgRule) error {
+	return p.reconcileRuleSets(ctx, uid, lbName, []groupRules{{g, want}})
+}
+
+// groupRules is the rules one group should hold for a load balancer.
+type groupRules struct {
+	group ec2types.SecurityGroup
+	want  []sgRule
+}
+
+// reconcileRuleSets converges several groups in three steps: revoke the rules no group should
+// hold (making room under the rules-per-group quota), add every group's missing rules, then
+// revoke the rules that moved to another group, so that a moving rule never lapses.
+func (p *Provider) reconcileRuleSets(ctx context.Context, uid, lbName string, sets []groupRules) error {
+	wantedAnywhere := map[string]bool{}
+	for _, set := range sets {
+		for _, r := range set.want {
+			wantedAnywhere[r.key()] = true
+		}
+	}
+	adds := make([][]sgRule, len(sets))
+	moved := make([][]sgRule, len(sets))
+	for i, set := range sets {
+		var gone []sgRule
+		add, drop := ruleDiff(set.group, uid, lbName, set.want)
+		adds[i] = add
+		for _, r := range drop {
+			if wantedAnywhere[r.key()] {
+				moved[i] = append(moved[i], r)
+			} else {
+				gone = append(gone, r)
+			}
+		}
+		if len(gone) > 0 {
+			if err := p.revokeOwned(ctx, set.group, gone, uid, lbName); err != nil {
+				return err
+			}
+		}
+	}
+	for i, add := range adds {
+		if len(add) == 0 {
+			continue
+		}
+		id := aws.ToString(sets[i].group.GroupId)
+		_, err := p.sgAPI().AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
+			GroupId: aws.String(id), IpPermissions: permissions(add, uid, lbName),
+		})
+		if isCode(err, "InvalidPermission.Duplicate") {
+			// The same rule exists unmarked or for another Service; add ours one by one.
+			err = p.authorizeEach(ctx, id, add, uid, lbName)
+		}
+		if isCode(err, "RulesPerSecurityGroupLimitExceeded") {
+			return fmt.Errorf("adding %d rules to security group %s exceeds the account's rules-per-group quota (Portico assumes %d): raise the quota or shorten loadBalancerSourceRanges: %w", len(add), id, maxRulesPerGroup, err)
+		}
+		if err != nil {
+			return fmt.Errorf("adding rules to security group %s: %w", id, err)
+		}
+	}
+	for i, drop := range moved {
+		if len(drop) > 0 {
+			if err := p.revokeOwned(ctx, sets[i].group, drop, uid, lbName); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ruleDiff returns the rules group lacks and the rules owned by (uid, lbName) it should not hold.
+func ruleDiff(g ec2types.SecurityGroup, uid, lbName string, want []sgRule) (add, drop []sgRule) {
 	have := map[string]sgRule{}
 	for _, r := range ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lbName }) {
 		have[r.key()] = r
@@ -87,7 +157,6 @@ func (p *Provider) reconcileRules(ctx context.Context, g ec2types.SecurityGroup,
 	// would fail as a duplicate on every call.
 	present := map[string]bool{}
 	visit(g.IpPermissions, func(r sgRule, _ string) { present[r.key()] = true })
-	var add []sgRule
 	wanted := map[string]bool{}
 	for _, r := range want {
 		wanted[r.key()] = true
@@ -95,31 +164,12 @@ func (p *Provider) reconcileRules(ctx context.Context, g ec2types.SecurityGroup,
 			add = append(add, r)
 		}
 	}
-	var drop []sgRule
-	for k, r := range have {
+	for _, k := range sortedKeys(have) {
 		if !wanted[k] {
-			drop = append(drop, r)
+			drop = append(drop, have[k])
 		}
 	}
-	id := aws.ToString(g.GroupId)
-	if len(add) > 0 {
-		_, err := p.sgAPI().AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
-			GroupId: aws.String(id), IpPermissions: permissions(add, uid, lbName),
-		})
-		if isCode(err, "InvalidPermission.Duplicate") {
-			// The same rule exists unmarked or for another Service; add ours one by one.
-			err = p.authorizeEach(ctx, id, add, uid, lbName)
-		}
-		if err != nil {
-			return fmt.Errorf("adding rules to security group %s: %w", id, err)
-		}
-	}
-	if len(drop) > 0 {
-		if err := p.revoke(ctx, id, drop, uid, lbName); err != nil {
-			return err
-		}
-	}
-	return nil
+	return add, drop
 }
 
 func (p *Provider) authorizeEach(ctx context.Context, id string, rules []sgRule, uid, lbName string) error {
@@ -157,7 +207,81 @@ func (p *Provider) revokeNodeRules(ctx context.Context, uid, lbName string) erro
 				continue
 			}
 			rules := ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lb })
-			if err := p.revoke(ctx, aws.ToString(g.GroupId), rules, uid, lb); err != nil {
+			if err := p.revokeOwned(ctx, g, rules, uid, lb); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// revokeOwned revokes rules owned by (uid, lbName) from g, except a rule another of the
+// provider's load balancers relies on too, which is handed over to it instead: its description
+// is rewritten to name the other owner, in place, so the traffic never stops. A rule holds one
+// description, so when two Services need the same rule (the ICMP "fragmentation needed" rule
+// from a source range both use) only one is its owner; the heir is found through its own rules
+// from the same source.
+func (p *Provider) revokeOwned(ctx context.Context, g ec2types.SecurityGroup, rules []sgRule, uid, lbName string) error {
+	id := aws.ToString(g.GroupId)
+	var gone []sgRule
+	for _, r := range rules {
+		heirUID, heirLB := heirOf(g.IpPermissions, r, uid, lbName)
+		if heirUID == "" {
+			gone = append(gone, r)
+			continue
+		}
+		_, err := p.sgAPI().UpdateSecurityGroupRuleDescriptionsIngress(ctx, &ec2.UpdateSecurityGroupRuleDescriptionsIngressInput{
+			GroupId: aws.String(id), IpPermissions: permissions([]sgRule{r}, heirUID, heirLB),
+		})
+		if err != nil {
+			return fmt.Errorf("handing rule %s in security group %s over to load balancer %s: %w", r.key(), id, heirLB, err)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	return p.revoke(ctx, id, gone, uid, lbName)
+}
+
+// heirOf returns another owner (uid, load balancer) of the provider's rules in perms that needs
+// r as well: for an ICMP MTU rule, one with a client rule from the same source. "" if none.
+func heirOf(perms []ec2types.IpPermission, r sgRule, uid, lbName string) (string, string) {
+	if r.Purpose != "mtu" {
+		return "", ""
+	}
+	var heirUID, heirLB string
+	visit(perms, func(x sgRule, desc string) {
+		u, l := ruleOwner(desc), ruleLB(desc)
+		if heirUID != "" || u == "" || l == "" || (u == uid && l == lbName) || x.Purpose != "client" || x.CIDR != r.CIDR || x.Group != r.Group {
+			return
+		}
+		heirUID, heirLB = u, l
+	})
+	return heirUID, heirLB
+}
+
+// revokeStaleNodeRules revokes the rules owned by (uid, lbName) from groups that are not among
+// current: the security group of a node that left, or that a node no longer has. filters find
+// the candidates (groups with a rule on one of the load balancer's ports or from its groups).
+func (p *Provider) revokeStaleNodeRules(ctx context.Context, uid, lbName, vpc string, current []ec2types.SecurityGroup, filters []ec2Filter) error {
+	if vpc != "" {
+		filters = append(filters, ec2Filter{Name: aws.String("vpc-id"), Values: []string{vpc}})
+	}
+	groups, err := p.describeGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: filters})
+	if err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, g := range current {
+		keep[aws.ToString(g.GroupId)] = true
+	}
+	for _, g := range groups {
+		if keep[aws.ToString(g.GroupId)] {
+			continue
+		}
+		rules := ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lbName })
+		if len(rules) > 0 {
+			if err := p.revokeOwned(ctx, g, rules, uid, lbName); err != nil {
 				return err
 			}
 		}
@@ -255,31 +379,113 @@ func (p *Provider) describeGroups(ctx context.Context, in *ec2.DescribeSecurityG
 // retryDetach is how long to wait for a load balancer to let go of its security group.
 const retryDetach = 10 * time.Second
 
-// ensureOwnSecurityGroup finds or creates the Classic ELB's own group in vpc.
+// ensureOwnSecurityGroup finds or creates the Classic ELB's first own group in vpc.
 func (p *Provider) ensureOwnSecurityGroup(ctx context.Context, d desiredLB, vpc string) (ec2types.SecurityGroup, error) {
-	name := securityGroupName(d.Name)
-	groups, err := p.describeGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2Filter{
-		{Name: aws.String("group-name"), Values: []string{name}},
-		{Name: aws.String("vpc-id"), Values: []string{vpc}},
-	}})
+	groups, err := p.ensureOwnSecurityGroups(ctx, d, vpc, 1)
 	if err != nil {
 		return ec2types.SecurityGroup{}, err
 	}
-	if len(groups) > 0 {
-		return groups[0], nil
-	}
-	out, err := p.sgAPI().CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
-		GroupName:   aws.String(name),
-		Description: aws.String("Portico: Classic ELB " + d.Name + " for Service " + d.Tags[tagServiceName]),
-		VpcId:       aws.String(vpc),
-		TagSpecifications: []ec2types.TagSpecification{{
-			ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: toEC2Tags(d.Tags),
-		}},
-	})
+	return groups[0], nil
+}
+
+// ensureOwnSecurityGroups finds or creates the Classic ELB's n own groups in vpc (named
+// securityGroupName(d.Name, i)), and returns them in order, followed by any further owned
+// groups of the load balancer that are no longer needed (extra), which the caller detaches
+// and deletes.
+func (p *Provider) ensureOwnSecurityGroups(ctx context.Context, d desiredLB, vpc string, n int) (groups []ec2types.SecurityGroup, err error) {
+	have, err := p.describeGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2Filter{
+		{Name: aws.String("group-name"), Values: []string{securityGroupName(d.Name, 0), securityGroupName(d.Name, 0) + "-*"}},
+		{Name: aws.String("vpc-id"), Values: []string{vpc}},
+	}})
 	if err != nil {
-		return ec2types.SecurityGroup{}, fmt.Errorf("creating security group %s: %w", name, err)
+		return nil, err
 	}
-	return ec2types.SecurityGroup{GroupId: out.GroupId, GroupName: aws.String(name), VpcId: aws.String(vpc)}, nil
+	byName := map[string]ec2types.SecurityGroup{}
+	for _, g := range have {
+		byName[aws.ToString(g.GroupName)] = g
+	}
+	for i := range n {
+		name := securityGroupName(d.Name, i)
+		if g, ok := byName[name]; ok {
+			groups = append(groups, g)
+			delete(byName, name)
+			continue
+		}
+		out, err := p.sgAPI().CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+			GroupName:   aws.String(name),
+			Description: aws.String("Portico: Classic ELB " + d.Name + " for Service " + d.Tags[tagServiceName]),
+			VpcId:       aws.String(vpc),
+			TagSpecifications: []ec2types.TagSpecification{{
+				ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: toEC2Tags(d.Tags),
+			}},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating security group %s: %w", name, err)
+		}
+		groups = append(groups, ec2types.SecurityGroup{GroupId: out.GroupId, GroupName: aws.String(name), VpcId: aws.String(vpc)})
+	}
+	// Left over from a longer source-range list, if owned for this Service.
+	for _, name := range sortedKeys(byName) {
+		if g := byName[name]; ownedBy(ec2Tags(g.Tags), p.cluster, d.Tags[tagServiceUID]) {
+			groups = append(groups, g)
+		}
+	}
+	return groups, nil
+}
+
+// deleteSecurityGroup deletes one owned group; one still attached asks for a retry.
+func (p *Provider) deleteSecurityGroup(ctx context.Context, id string) error {
+	_, err := p.sgAPI().DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
+	switch {
+	case isCode(err, "DependencyViolation"):
+		return providers.RetryAfter(retryDetach, "security group %s is still in use while its load balancer lets go of it", id)
+	case err != nil && !isCode(err, "InvalidGroup.NotFound"):
+		return fmt.Errorf("deleting security group %s: %w", id, err)
+	}
+	return nil
+}
+
+// maxRulesPerGroup is AWS's default quota of inbound rules per security group ("Inbound or
+// outbound rules per security group", 60 unless the account raised it). Each source (CIDR or
+// group) of each protocol and port range counts as one rule.
+const maxRulesPerGroup = 60
+
+// maxClassicGroups is the most security groups a Classic ELB can have (an AWS limit).
+const maxClassicGroups = 5
+
+// splitRules packs rules into as few groups of at most limit rules as it can, keeping the
+// rules of one source together while a source fits in a group, in a stable order (sources
+// sorted), so that the same rules always land in the same groups.
+func splitRules(rules []sgRule, limit int) [][]sgRule {
+	bySource := map[string][]sgRule{}
+	for _, r := range rules {
+		src := r.Group
+		if src == "" {
+			src = r.CIDR.String()
+		}
+		bySource[src] = append(bySource[src], r)
+	}
+	var out [][]sgRule
+	var cur []sgRule
+	for _, src := range sortedKeys(bySource) {
+		rs := bySource[src]
+		slices.SortFunc(rs, func(a, b sgRule) int { return strings.Compare(a.key(), b.key()) })
+		if len(cur)+len(rs) > limit && len(cur) > 0 {
+			out = append(out, cur)
+			cur = nil
+		}
+		for len(rs) > limit-len(cur) {
+			k := limit - len(cur)
+			cur = append(cur, rs[:k]...)
+			out = append(out, cur)
+			cur, rs = nil, rs[k:]
+		}
+		cur = append(cur, rs...)
+	}
+	if len(cur) > 0 || len(out) == 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // deleteOwnedSecurityGroups deletes the groups tagged as owned for ref (only lbName's when set).
@@ -290,7 +496,7 @@ func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.
 		{Name: aws.String("tag:" + tagServiceUID), Values: []string{ref.UID}},
 	}
 	if lbName != "" {
-		filters = append(filters, ec2Filter{Name: aws.String("group-name"), Values: []string{securityGroupName(lbName)}})
+		filters = append(filters, ec2Filter{Name: aws.String("group-name"), Values: []string{securityGroupName(lbName, 0), securityGroupName(lbName, 0) + "-*"}})
 	}
 	groups, err := p.describeGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: filters})
 	if err != nil {

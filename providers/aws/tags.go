@@ -3,6 +3,7 @@ package aws
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"maps"
 	"strings"
 
@@ -21,7 +22,11 @@ import (
 //
 //	portico-lb.io/replaces = <classic|nlb>/<name>
 //
-// until the replaced one is gone. Node security-group rules cannot carry tags everywhere, so
+// until the replaced one is gone, and every load balancer, once converged,
+//
+//	portico-lb.io/applied = <hash of the desired model last converged>   (applied.go)
+//
+// Node security-group rules cannot carry tags everywhere, so
 // they are owned through their description: "portico/<uid>/<lb-name>/<purpose>" (ruleDescription).
 // Nothing without these marks is ever modified or deleted, except the node security groups'
 // rules the provider added.
@@ -31,6 +36,7 @@ const (
 	tagServiceName   = "kubernetes.io/service-name"
 	tagServiceUID    = "portico-lb.io/service-uid"
 	tagReplaces      = "portico-lb.io/replaces"
+	tagApplied       = "portico-lb.io/applied"
 	rulePrefix       = "portico/"
 )
 
@@ -101,8 +107,14 @@ func targetGroupName(lbName string, protocol string, nodePort int32, port int32)
 	return shortName("k8s", "tg", hash(lbName, protocol, itoa(nodePort), itoa(port)))
 }
 
-// securityGroupName is the name of a Classic ELB's own security group.
-func securityGroupName(lbName string) string { return "k8s-elb-" + lbName }
+// securityGroupName is the name of a Classic ELB's own security group i: the first is
+// k8s-elb-<lb>, further ones (a source-range list longer than one group holds) k8s-elb-<lb>-<i>.
+func securityGroupName(lbName string, i int) string {
+	if i == 0 {
+		return "k8s-elb-" + lbName
+	}
+	return fmt.Sprintf("k8s-elb-%s-%d", lbName, i)
+}
 
 func shortName(prefix, readable, h string) string {
 	var b strings.Builder

@@ -21,6 +21,8 @@ type targetGroupAPI interface {
 	DescribeTargetHealth(ctx context.Context, in *elbv2.DescribeTargetHealthInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTargetHealthOutput, error)
 	RegisterTargets(ctx context.Context, in *elbv2.RegisterTargetsInput, opts ...func(*elbv2.Options)) (*elbv2.RegisterTargetsOutput, error)
 	DeregisterTargets(ctx context.Context, in *elbv2.DeregisterTargetsInput, opts ...func(*elbv2.Options)) (*elbv2.DeregisterTargetsOutput, error)
+	DescribeTargetGroupAttributes(ctx context.Context, in *elbv2.DescribeTargetGroupAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupAttributesOutput, error)
+	ModifyTargetGroupAttributes(ctx context.Context, in *elbv2.ModifyTargetGroupAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyTargetGroupAttributesOutput, error)
 }
 
 var _ targetGroupAPI = (*elbv2.Client)(nil)
@@ -147,6 +149,36 @@ func (p *Provider) reconcileTargets(ctx context.Context, tgARN, name string, wan
 		if _, err := api.DeregisterTargets(ctx, &elbv2.DeregisterTargetsInput{TargetGroupArn: aws.String(tgARN), Targets: targets(chunk)}); err != nil {
 			return fmt.Errorf("deregistering targets from %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// reconcileTargetGroupAttributes sets the attributes the Service names (target-group-attributes)
+// where they differ; the others keep their value. Nothing is read when none is named.
+func (p *Provider) reconcileTargetGroupAttributes(ctx context.Context, tgARN, name string, want map[string]string) error {
+	if len(want) == 0 {
+		return nil
+	}
+	api := targetGroupAPI(p.elbv2)
+	out, err := api.DescribeTargetGroupAttributes(ctx, &elbv2.DescribeTargetGroupAttributesInput{TargetGroupArn: aws.String(tgARN)})
+	if err != nil {
+		return fmt.Errorf("describing attributes of target group %s: %w", name, err)
+	}
+	have := map[string]string{}
+	for _, a := range out.Attributes {
+		have[aws.ToString(a.Key)] = aws.ToString(a.Value)
+	}
+	var change []elbv2types.TargetGroupAttribute
+	for _, k := range sortedKeys(want) {
+		if have[k] != want[k] {
+			change = append(change, elbv2types.TargetGroupAttribute{Key: aws.String(k), Value: aws.String(want[k])})
+		}
+	}
+	if len(change) == 0 {
+		return nil
+	}
+	if _, err := api.ModifyTargetGroupAttributes(ctx, &elbv2.ModifyTargetGroupAttributesInput{TargetGroupArn: aws.String(tgARN), Attributes: change}); err != nil {
+		return fmt.Errorf("setting attributes of target group %s: %w", name, err)
 	}
 	return nil
 }

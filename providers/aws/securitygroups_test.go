@@ -1,0 +1,110 @@
+package aws
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/portico-lb/portico/annotations"
+)
+
+func cidrs(n int) []netip.Prefix {
+	out := make([]netip.Prefix, n)
+	for i := range out {
+		out[i] = netip.PrefixFrom(netip.AddrFrom4([4]byte{198, 18, byte(100 + i/250), byte(i % 250)}), 32)
+	}
+	return out
+}
+
+func TestSplitRules(t *testing.T) {
+	lb := testLB("web", nil)
+	lb.SourceRanges = cidrs(130)
+	d, err := modelProvider(annotations.AWSClassic).desired(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := classicRules(d) // 130 CIDRs x (port 80 + ICMP) = 260 rules
+	chunks := splitRules(rules, maxRulesPerGroup)
+	if len(chunks) != 5 {
+		t.Fatalf("260 rules in %d groups, want 5", len(chunks))
+	}
+	var all []string
+	for i, c := range chunks {
+		if len(c) > maxRulesPerGroup {
+			t.Errorf("group %d holds %d rules", i, len(c))
+		}
+		srcs := map[string]int{}
+		for _, r := range c {
+			all = append(all, r.key())
+			srcs[r.CIDR.String()]++
+		}
+		for src, n := range srcs {
+			if n != 2 {
+				t.Errorf("group %d holds %d of %s's 2 rules: a source's rules belong together", i, n, src)
+			}
+		}
+	}
+	var want []string
+	for _, r := range rules {
+		want = append(want, r.key())
+	}
+	slices.Sort(all)
+	slices.Sort(want)
+	if !slices.Equal(all, want) {
+		t.Errorf("the groups do not hold exactly the rules")
+	}
+	slices.Reverse(rules)
+	again := splitRules(rules, maxRulesPerGroup)
+	for i := range chunks {
+		if chunks[i][0].key() != again[i][0].key() {
+			t.Errorf("group %d starts with %s, then with %s: the split depends on the input order", i, chunks[i][0].key(), again[i][0].key())
+		}
+	}
+
+	// One source with more rules than a group holds is split too.
+	var many []sgRule
+	for port := range int32(70) {
+		many = append(many, sgRule{Protocol: "tcp", From: 30000 + port, To: 30000 + port, CIDR: netip.MustParsePrefix("198.18.0.0/24")})
+	}
+	if got := splitRules(many, 60); len(got) != 2 || len(got[0]) != 60 || len(got[1]) != 10 {
+		t.Errorf("70 rules of one source: groups of %d", lens(got))
+	}
+	if got := splitRules(nil, 60); len(got) != 1 || len(got[0]) != 0 {
+		t.Errorf("no rules: %v, want one empty group", got)
+	}
+}
+
+func lens(chunks [][]sgRule) []int {
+	var out []int
+	for _, c := range chunks {
+		out = append(out, len(c))
+	}
+	return out
+}
+
+func TestClassicGroupLimit(t *testing.T) {
+	for _, tc := range []struct {
+		cidrs, extra int
+		ok           bool
+	}{
+		{150, 0, true},  // 300 rules, 5 groups
+		{151, 0, false}, // 6 groups
+		{120, 1, true},  // 4 groups + 1 extra
+		{130, 1, false}, // 5 groups + 1 extra
+	} {
+		lb := testLB("web", nil)
+		lb.SourceRanges = cidrs(tc.cidrs)
+		for i := range tc.extra {
+			lb.Annotations.AWS.ExtraSecurityGroups = append(lb.Annotations.AWS.ExtraSecurityGroups, fmt.Sprintf("sg-%d", i))
+		}
+		_, err := modelProvider(annotations.AWSClassic).desired(lb)
+		if tc.ok != (err == nil) {
+			t.Errorf("%d source ranges, %d extra groups: error %v, want ok=%v", tc.cidrs, tc.extra, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "at most 5 groups") {
+			t.Errorf("error %q does not say the limit", err)
+		}
+	}
+}
