@@ -97,7 +97,7 @@ type routerLab struct {
 }
 
 // newRouterLab builds a lab with n nodes, IPv6, and the outside client; every node has the
-// VIPs on a dummy interface and an echo server on echoPort.
+// VIPs as local addresses and an echo server on echoPort.
 func newRouterLab(t testing.TB, n int) *routerLab {
 	t.Helper()
 	requireRouterLab(t)
@@ -109,10 +109,10 @@ func newRouterLab(t testing.TB, n int) *routerLab {
 	// several nodes.
 	rl.exec(rl.router, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1")
 	for _, node := range rl.nodes {
-		rl.exec(&node.Host, "ip", "link", "add", "vip0", "type", "dummy")
-		rl.exec(&node.Host, "ip", "addr", "add", vip4.String(), "dev", "vip0")
-		rl.exec(&node.Host, "ip", "addr", "add", vip6.String(), "dev", "vip0", "nodad")
-		rl.exec(&node.Host, "ip", "link", "set", "vip0", "up")
+		// The VIP as a local address: the echo server answers for it (the real dataplane
+		// DNATs it instead). lo rather than a dummy link: not every kernel has dummy.
+		rl.exec(&node.Host, "ip", "addr", "add", vip4.String(), "dev", "lo")
+		rl.exec(&node.Host, "ip", "addr", "add", vip6.String(), "dev", "lo", "nodad")
 		rl.exec(&node.Host, "ip", "route", "add", rl.outside4().String(), "via", rl.router.Addr.String())
 		rl.exec(&node.Host, "ip", "-6", "route", "add", rl.outside6().String(), "via", rl.router.Addr6.String())
 		node.StartEchoServer(t, "tcp", echoPort)
@@ -247,6 +247,9 @@ type birdRoute struct {
 // routes reads bird's routes for prefix (`show route <prefix> all`); none when absent.
 func (rl *routerLab) routes(prefix netip.Prefix) ([]birdRoute, error) {
 	out, err := rl.birdc("show", "route", prefix.String(), "all")
+	if strings.Contains(out, "Network not found") {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -300,6 +303,7 @@ func (rl *routerLab) nextHops(prefix netip.Prefix) ([]netip.Addr, error) {
 // waitNextHops waits until bird's next hops for prefix are exactly want (in any order).
 func (rl *routerLab) waitNextHops(prefix netip.Prefix, want []netip.Addr, timeout time.Duration) {
 	rl.t.Helper()
+	defer rl.dumpOnFailure()
 	waitFor(rl.t, timeout, fmt.Sprintf("next hops %v for %s at the router", want, prefix), func() error {
 		got, err := rl.nextHops(prefix)
 		if err != nil {
@@ -310,6 +314,17 @@ func (rl *routerLab) waitNextHops(prefix netip.Prefix, want []netip.Addr, timeou
 		}
 		return nil
 	})
+}
+
+// dumpOnFailure logs bird's protocols and routes if the test has failed.
+func (rl *routerLab) dumpOnFailure() {
+	if !rl.t.Failed() {
+		return
+	}
+	for _, cmd := range [][]string{{"show", "protocols", "all"}, {"show", "route", "all"}} {
+		out, _ := rl.birdc(cmd...)
+		rl.t.Logf("birdc %s:\n%s", strings.Join(cmd, " "), out)
+	}
 }
 
 func sameAddrs(a, b []netip.Addr) bool {

@@ -92,14 +92,7 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 		s.srv.Stop()
 		return nil, fmt.Errorf("starting BGP: %w", err)
 	}
-	// Learn nothing: the speaker only announces. Rejecting every received route also keeps a
-	// route from one peer from being passed on to another.
-	err = s.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
-		Name:          "global",
-		Direction:     api.PolicyDirection_POLICY_DIRECTION_IMPORT,
-		DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT,
-	}})
-	if err != nil {
+	if err := s.setImportPolicy(ctx); err != nil {
 		s.srv.Stop()
 		return nil, fmt.Errorf("setting the import policy: %w", err)
 	}
@@ -110,6 +103,29 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 		}
 	}
 	return s, nil
+}
+
+// importPolicy is the name of the speaker's only policy.
+const importPolicy = "portico-local-only"
+
+// setImportPolicy makes the speaker learn nothing: the global import policy (which GoBGP
+// applies to locally added paths too) accepts local paths and rejects every received route, so
+// no route from one peer is ever passed on to another.
+func (s *Speaker) setImportPolicy(ctx context.Context) error {
+	policy := &api.Policy{Name: importPolicy, Statements: []*api.Statement{{
+		Name:       importPolicy + "-accept",
+		Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+		Actions:    &api.Actions{RouteAction: api.RouteAction_ROUTE_ACTION_ACCEPT},
+	}}}
+	if err := s.srv.AddPolicy(ctx, &api.AddPolicyRequest{Policy: policy}); err != nil {
+		return err
+	}
+	return s.srv.SetPolicyAssignment(ctx, &api.SetPolicyAssignmentRequest{Assignment: &api.PolicyAssignment{
+		Name:          "global",
+		Direction:     api.PolicyDirection_POLICY_DIRECTION_IMPORT,
+		Policies:      []*api.Policy{{Name: importPolicy}},
+		DefaultAction: api.RouteAction_ROUTE_ACTION_REJECT,
+	}})
 }
 
 // ErrStopped is returned by calls after Stop.
