@@ -54,6 +54,9 @@ func TestRouter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(routes) != 3 {
+			t.Fatalf("%d routes for %s, want 3", len(routes), vip4)
+		}
 		for _, r := range routes {
 			if got := r.Attrs["BGP.community"]; got != "(65000,100)" {
 				t.Errorf("route from %s: community %q, want (65000,100)", r.Proto, got)
@@ -94,6 +97,7 @@ func TestRouter(t *testing.T) {
 	t.Run("client behind the router", func(t *testing.T) {
 		for _, vip := range []netip.Prefix{vip4, vip6} {
 			served := servedBy(t, rl.outside, vip.Addr(), 30)
+			t.Logf("%s from behind the router: served by %v", vip.Addr(), served)
 			if len(served) < 2 {
 				t.Errorf("%s: 30 connections served by %v; want ECMP over at least 2 of 3 nodes", vip.Addr(), served)
 			}
