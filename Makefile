@@ -7,39 +7,47 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/e2e')
 E2E_PKGS  = ./e2e/...
 GOTEST_FLAGS ?= -count=1
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 
-.PHONY: help build test test-unit test-e2e bench bench-scale lint tools demo clean-lab
+.PHONY: help prereqs build generate test test-unit test-e2e bench bench-scale lint tools demo clean-lab
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+prereqs: ## check, and as root on Debian install, what tests and demo need: Debian packages, moto's server
+	$(GO) run ./e2e/tools/prereqs
 
 build: ## build every binary into ./bin
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
 
+generate: ## regenerate deepcopy code and CRD manifests (deploy/crds) from api/
+	$(GO) run $(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=deploy/crds
+
 tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, kube-proxy and etcd
 	$(GO) run ./e2e/tools/k8sbin
 
-test: lint tools test-unit test-e2e ## everything CI runs
+test: prereqs lint tools test-unit test-e2e ## everything CI runs
 
-test-unit: ## fast tests: parsing, models, rendering (no root needed)
+test-unit: prereqs ## fast tests: parsing, models, rendering (the iptables round trip needs root)
 	$(GO) test $(GOTEST_FLAGS) $(UNIT_PKGS)
 
-test-e2e: tools ## tests against the real control plane and network lab (root)
+test-e2e: prereqs tools ## tests against the real control plane and network lab (root)
 	$(GO) test $(GOTEST_FLAGS) -timeout 60m $(E2E_PKGS)
 
-bench: tools ## benchmarks side by side with the anchors, short sizes
+bench: prereqs tools ## benchmarks side by side with the anchors, short sizes
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m $(E2E_PKGS)
 
-bench-scale: tools ## the 10,000-Service agent benchmark against kube-proxy (long: object creation alone takes minutes)
+bench-scale: prereqs tools ## the 10,000-Service agent benchmark against kube-proxy (long: object creation alone takes minutes)
 	PORTICO_BENCH_SCALE=1 $(GO) test -run '^$$' -bench 'BenchmarkSync/services=10000' -benchtime 1x -timeout 120m ./e2e/agent/
 
 lint: ## gofmt, go vet, staticcheck
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@files=$$(git ls-files '*.go') && [ -n "$$files" ] || { echo "lint: git ls-files listed no Go files (make prereqs installs git)"; exit 1; }; \
+	out=$$(gofmt -l $$files); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-demo: tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up
+demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up
 	$(GO) run ./e2e/tools/demo
 
 clean-lab: ## remove network-lab namespaces and links left by an interrupted test run

@@ -118,6 +118,13 @@ func render(s Spec) map[string]string {
 	set(AWSProxyProtocol, "*", s.AWS.ProxyProtocol)
 	set(AWSSSLCert, s.AWS.SSLCert, s.AWS.SSLCert != "")
 	set(AWSSSLPorts, join(s.AWS.SSLPorts), s.AWS.SSLPorts != nil)
+	set(AWSSSLNegotiationPolicy, s.AWS.SSLNegotiationPolicy, s.AWS.SSLNegotiationPolicy != "")
+	if s.AWS.ConnectionDraining != nil {
+		m[AWSConnectionDrainingEnabled] = strconv.FormatBool(*s.AWS.ConnectionDraining)
+	}
+	set(AWSConnectionDrainingTimeout, seconds(s.AWS.ConnectionDrainingTimeout), s.AWS.ConnectionDrainingTimeout != nil)
+	set(AWSSecurityGroups, join(s.AWS.SecurityGroups), len(s.AWS.SecurityGroups) > 0)
+	set(AWSExtraSecurityGroups, join(s.AWS.ExtraSecurityGroups), len(s.AWS.ExtraSecurityGroups) > 0)
 	set(AWSBackendProtocol, s.AWS.BackendProtocol, s.AWS.BackendProtocol != "")
 	hc := s.AWS.HealthCheck
 	set(AWSHealthCheckProtocol, hc.Protocol, hc.Protocol != "")

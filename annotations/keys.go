@@ -47,6 +47,12 @@ const (
 	// Must agree with Internal when both are set.
 	AWSLoadBalancerInternal = awsPrefix + "aws-load-balancer-internal"
 
+	// AWSLoadBalancerScheme is the scheme of the load balancer, as the AWS Load Balancer
+	// Controller spells it. Values: "internal" or "internet-facing". Default: internet-facing.
+	// Must agree with Internal and AWSLoadBalancerInternal when they are set. A change replaces
+	// the load balancer (AWS cannot change a scheme in place).
+	AWSLoadBalancerScheme = awsPrefix + "aws-load-balancer-scheme"
+
 	// AWSLoadBalancerType selects the kind of AWS load balancer. Values: "nlb". Default (absent):
 	// Classic ELB. "external" and "nlb-ip" belong to the AWS Load Balancer Controller and are
 	// reported as errors; so is anything else.
@@ -85,6 +91,29 @@ const (
 	// AWSSSLPorts names the listeners that use AWSSSLCert.
 	// Values: "*" or a comma-separated list of port numbers and port names. Default: "*".
 	AWSSSLPorts = awsPrefix + "aws-load-balancer-ssl-ports"
+
+	// AWSSSLNegotiationPolicy is the predefined TLS policy of the TLS listeners (NLB SslPolicy,
+	// Classic ELB Reference-Security-Policy). Values: a policy name such as
+	// "ELBSecurityPolicy-TLS13-1-2-2021-06". Default: ELBSecurityPolicy-2016-08 (NLB), the AWS
+	// default (Classic).
+	AWSSSLNegotiationPolicy = awsPrefix + "aws-load-balancer-ssl-negotiation-policy"
+
+	// AWSConnectionDrainingEnabled turns Classic ELB connection draining on or off.
+	// Values: "true" or "false". Default: the AWS default (off).
+	AWSConnectionDrainingEnabled = awsPrefix + "aws-load-balancer-connection-draining-enabled"
+
+	// AWSConnectionDrainingTimeout is the Classic ELB connection draining timeout.
+	// Values: integer seconds, 1 to 3600. Default: 300 (the AWS default).
+	AWSConnectionDrainingTimeout = awsPrefix + "aws-load-balancer-connection-draining-timeout"
+
+	// AWSSecurityGroups replaces the Classic ELB's own security group with these groups.
+	// Values: a comma-separated list of security group IDs (sg-...). Default: a group per
+	// load balancer, owned by Portico.
+	AWSSecurityGroups = awsPrefix + "aws-load-balancer-security-groups"
+
+	// AWSExtraSecurityGroups adds these groups to the Classic ELB's groups.
+	// Values: a comma-separated list of security group IDs (sg-...). Default: none.
+	AWSExtraSecurityGroups = awsPrefix + "aws-load-balancer-extra-security-groups"
 
 	// AWSBackendProtocol is the protocol between the load balancer and the backends.
 	// Values: "http", "https", "ssl", "tcp" (any case). Default: "tcp".
@@ -197,6 +226,13 @@ var Keys = []Key{
 		parse:   parseAWSInternal,
 	},
 	{
+		Name: AWSLoadBalancerScheme, Provider: providerAWS,
+		Values:  "`internal` or `internet-facing`",
+		Default: "`internet-facing`",
+		Doc:     "Scheme, as the AWS Load Balancer Controller spells it. Must agree with `" + Internal + "` and `" + AWSLoadBalancerInternal + "`. A change replaces the load balancer: the new one is created first.",
+		parse:   parseAWSScheme,
+	},
+	{
 		Name: AWSLoadBalancerType, Provider: providerAWS,
 		Values:  "`nlb`",
 		Default: "Classic ELB",
@@ -258,6 +294,41 @@ var Keys = []Key{
 		Default: "`*`",
 		Doc:     "Listeners that use the certificate.",
 		parse:   parseAWSSSLPorts,
+	},
+	{
+		Name: AWSSSLNegotiationPolicy, Provider: providerAWS,
+		Values:  "a predefined policy name, e.g. `ELBSecurityPolicy-TLS13-1-2-2021-06`",
+		Default: "`ELBSecurityPolicy-2016-08` (NLB), AWS default (Classic ELB)",
+		Doc:     "TLS policy of the TLS listeners.",
+		parse:   parseAWSSSLNegotiationPolicy,
+	},
+	{
+		Name: AWSConnectionDrainingEnabled, Provider: providerAWS,
+		Values:  "`true` or `false`",
+		Default: "AWS default (off)",
+		Doc:     "Classic ELB connection draining.",
+		parse:   parseAWSDrainingEnabled,
+	},
+	{
+		Name: AWSConnectionDrainingTimeout, Provider: providerAWS,
+		Values:  "integer seconds, 1-3600",
+		Default: "300 (AWS default)",
+		Doc:     "Classic ELB connection draining timeout.",
+		parse:   parseAWSDrainingTimeout,
+	},
+	{
+		Name: AWSSecurityGroups, Provider: providerAWS,
+		Values:  "comma-separated security group IDs (`sg-...`)",
+		Default: "one group per load balancer, owned by Portico",
+		Doc:     "Security groups of the Classic ELB, replacing its own group.",
+		parse:   parseAWSSecurityGroups,
+	},
+	{
+		Name: AWSExtraSecurityGroups, Provider: providerAWS,
+		Values:  "comma-separated security group IDs (`sg-...`)",
+		Default: "none",
+		Doc:     "Security groups added to the Classic ELB's groups.",
+		parse:   parseAWSExtraSecurityGroups,
 	},
 	{
 		Name: AWSBackendProtocol, Provider: providerAWS,

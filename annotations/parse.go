@@ -36,47 +36,29 @@ func Parse(annotations map[string]string) (Spec, field.ErrorList) {
 	spec := Spec{AWS: AWS{Type: AWSClassic}}
 	var errs keyedErrors
 
-	// winner records, per canonical key, which of its names was used and what it parsed to.
-	type winner struct {
-		name, value string
-		parsed      Spec
-	}
-	winners := map[string]winner{}
+	// winners records, per canonical key, which of its names was used and what it parsed to.
+	winners := map[string]keyWinner{}
 	for _, k := range Keys {
-		var first *winner
-		for _, name := range k.names() {
-			raw, ok := annotations[name]
-			if !ok {
-				continue
-			}
-			v := strings.TrimSpace(raw)
-			var got Spec
-			if probs := k.parse(v, &got); len(probs) > 0 {
-				for _, p := range probs {
-					errs.add(name, p.bad, p.detail)
-				}
-				continue
-			}
-			if first == nil {
-				first = &winner{name: name, value: v, parsed: got}
-				k.parse(v, &spec)
-				continue
-			}
-			if !reflect.DeepEqual(first.parsed, got) {
-				errs.add(name, v, fmt.Sprintf("conflicts with %s=%q; set one of them, or give them the same value", first.name, first.value))
-			}
-		}
-		if first != nil {
-			winners[k.Name] = *first
+		if w, ok := parseKey(k, annotations, &spec, &errs); ok {
+			winners[k.Name] = w
 		}
 	}
 
-	// Two different keys that set the same thing must agree; Portico's own key wins.
-	if p, ok := winners[Internal]; ok {
-		if a, ok := winners[AWSLoadBalancerInternal]; ok && p.parsed.Internal != a.parsed.Internal {
-			errs.add(a.name, a.value, fmt.Sprintf("means internal=%t, which conflicts with %s=%q; set one of them, or make them agree",
-				a.parsed.Internal, p.name, p.value))
-			spec.Internal = p.parsed.Internal
+	// Different keys that set the same thing must agree; the first in this order wins.
+	var firstInternal *keyWinner
+	for _, key := range []string{Internal, AWSLoadBalancerInternal, AWSLoadBalancerScheme} {
+		w, ok := winners[key]
+		if !ok {
+			continue
+		}
+		if firstInternal == nil {
+			firstInternal = &w
+			continue
+		}
+		if w.parsed.Internal != firstInternal.parsed.Internal {
+			errs.add(w.name, w.value, fmt.Sprintf("means internal=%t, which conflicts with %s=%q; set one of them, or make them agree",
+				w.parsed.Internal, firstInternal.name, firstInternal.value))
+			spec.Internal = firstInternal.parsed.Internal
 		}
 	}
 
@@ -86,6 +68,59 @@ func Parse(annotations map[string]string) (Spec, field.ErrorList) {
 		}
 	}
 	return spec, errs.list()
+}
+
+// ParseKey reads one key of Keys (with its aliases) and nothing else: it returns the Spec with only
+// that key's fields set and the key's problems, exactly as Parse reports them. It is for readers
+// that apply one rule of a Service without judging the rest, such as portico-agent enforcing
+// source ranges. An unknown key is a programming error and panics.
+func ParseKey(annotations map[string]string, key string) (Spec, field.ErrorList) {
+	i := slices.IndexFunc(Keys, func(k Key) bool { return k.Name == key })
+	if i < 0 {
+		panic("annotations: ParseKey of an unknown key " + key)
+	}
+	var spec Spec
+	var errs keyedErrors
+	parseKey(Keys[i], annotations, &spec, &errs)
+	return spec, errs.list()
+}
+
+// keyWinner is the name of a key (or alias) that was used, its value and what it parsed to.
+type keyWinner struct {
+	name, value string
+	parsed      Spec
+}
+
+// parseKey parses k and its aliases from annotations into spec, adding problems to errs. The
+// first valid name wins; the others must parse to the same value. It reports the winner.
+func parseKey(k Key, annotations map[string]string, spec *Spec, errs *keyedErrors) (keyWinner, bool) {
+	var first *keyWinner
+	for _, name := range k.names() {
+		raw, ok := annotations[name]
+		if !ok {
+			continue
+		}
+		v := strings.TrimSpace(raw)
+		var got Spec
+		if probs := k.parse(v, &got); len(probs) > 0 {
+			for _, p := range probs {
+				errs.add(name, p.bad, p.detail)
+			}
+			continue
+		}
+		if first == nil {
+			first = &keyWinner{name: name, value: v, parsed: got}
+			k.parse(v, spec)
+			continue
+		}
+		if !reflect.DeepEqual(first.parsed, got) {
+			errs.add(name, v, fmt.Sprintf("conflicts with %s=%q; set one of them, or give them the same value", first.name, first.value))
+		}
+	}
+	if first == nil {
+		return keyWinner{}, false
+	}
+	return *first, true
 }
 
 // names returns the canonical key followed by its aliases, in precedence order.
@@ -319,6 +354,18 @@ func parseAWSInternal(v string, s *Spec) []problem {
 	return nil
 }
 
+func parseAWSScheme(v string, s *Spec) []problem {
+	switch v {
+	case "internal":
+		s.Internal = true
+		return nil
+	case "internet-facing":
+		s.Internal = false
+		return nil
+	}
+	return []problem{{v, `must be "internal" or "internet-facing"`}}
+}
+
 func parseAWSType(v string, s *Spec) []problem {
 	switch v {
 	case "nlb":
@@ -447,6 +494,60 @@ func parseAWSSSLPorts(v string, s *Spec) []problem {
 		out = append(out, item)
 	}
 	s.AWS.SSLPorts = out
+	return probs
+}
+
+func parseAWSSSLNegotiationPolicy(v string, s *Spec) []problem {
+	if v == "" || len(v) > 128 || strings.IndexFunc(v, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r))
+	}) >= 0 {
+		return []problem{{v, "must be a predefined policy name such as ELBSecurityPolicy-TLS13-1-2-2021-06 (letters, digits, '-', '_', '.')"}}
+	}
+	s.AWS.SSLNegotiationPolicy = v
+	return nil
+}
+
+func parseAWSDrainingEnabled(v string, s *Spec) []problem {
+	b, probs := parseBool(v)
+	if probs == nil {
+		s.AWS.ConnectionDraining = &b
+	}
+	return probs
+}
+
+func parseAWSDrainingTimeout(v string, s *Spec) []problem {
+	d, probs := parseSeconds(v, 1, 3600)
+	s.AWS.ConnectionDrainingTimeout = d
+	return probs
+}
+
+// parseGroupIDs parses a list of security group IDs.
+func parseGroupIDs(v string) ([]string, []problem) {
+	items, probs := splitList(v, "security group", nil)
+	var out []string
+	for _, item := range items {
+		rest, ok := strings.CutPrefix(item, "sg-")
+		if !ok || rest == "" || strings.Trim(rest, "0123456789abcdef") != "" {
+			probs = append(probs, problem{item, "must be a security group ID such as sg-0123456789abcdef0"})
+			continue
+		}
+		out = append(out, item)
+	}
+	if len(items) == 0 && probs == nil {
+		probs = append(probs, problem{v, "must list at least one security group ID; remove the annotation for the default"})
+	}
+	return out, probs
+}
+
+func parseAWSSecurityGroups(v string, s *Spec) []problem {
+	ids, probs := parseGroupIDs(v)
+	s.AWS.SecurityGroups = ids
+	return probs
+}
+
+func parseAWSExtraSecurityGroups(v string, s *Spec) []problem {
+	ids, probs := parseGroupIDs(v)
+	s.AWS.ExtraSecurityGroups = ids
 	return probs
 }
 

@@ -292,7 +292,30 @@ var parseCases = []parseCase{
 		errs: []wantErr{{"portico-lb.io/something-else", "x", "unknown portico-lb.io/ annotation; known keys: portico-lb.io/internal"}}},
 	{name: "foreign keys are ignored", in: map[string]string{
 		"metallb.io/ip-allocated-from-pool": "x", "kube-vip.io/vipHost": "n1", "example.com/whatever": "y",
-		"service.beta.kubernetes.io/aws-load-balancer-scheme": "internal", "portico-lb.iox/internal": "nope"}},
+		"service.beta.kubernetes.io/aws-load-balancer-name": "x", "portico-lb.iox/internal": "nope"}},
+
+	// aws-load-balancer-scheme
+	{name: "scheme internal", in: map[string]string{AWSLoadBalancerScheme: "internal"}, want: func(s *Spec) { s.Internal = true }},
+	{name: "scheme internet-facing agrees with internal false", in: map[string]string{AWSLoadBalancerScheme: "internet-facing", Internal: "false"}},
+	{name: "scheme conflicts with the AWS internal key", in: map[string]string{AWSLoadBalancerScheme: "internet-facing", AWSLoadBalancerInternal: "true"},
+		want: func(s *Spec) { s.Internal = true },
+		errs: []wantErr{{AWSLoadBalancerScheme, "internet-facing", "conflicts with service.beta.kubernetes.io/aws-load-balancer-internal"}}},
+	{name: "scheme bad value", in: map[string]string{AWSLoadBalancerScheme: "Internal"}, errs: []wantErr{{AWSLoadBalancerScheme, "Internal", `"internal" or "internet-facing"`}}},
+
+	// TLS policy, draining, security groups
+	{name: "ssl negotiation policy", in: map[string]string{AWSSSLNegotiationPolicy: "ELBSecurityPolicy-TLS13-1-2-2021-06"},
+		want: func(s *Spec) { s.AWS.SSLNegotiationPolicy = "ELBSecurityPolicy-TLS13-1-2-2021-06" }},
+	{name: "ssl negotiation policy bad", in: map[string]string{AWSSSLNegotiationPolicy: "my policy"}, errs: []wantErr{{AWSSSLNegotiationPolicy, "my policy", "predefined policy name"}}},
+	{name: "connection draining", in: map[string]string{AWSConnectionDrainingEnabled: "true", AWSConnectionDrainingTimeout: "60"},
+		want: func(s *Spec) { s.AWS.ConnectionDraining, s.AWS.ConnectionDrainingTimeout = boolp(true), secs(60) }},
+	{name: "connection draining bad", in: map[string]string{AWSConnectionDrainingEnabled: "on", AWSConnectionDrainingTimeout: "0"},
+		errs: []wantErr{{AWSConnectionDrainingEnabled, "on", `"true" or "false"`}, {AWSConnectionDrainingTimeout, "0", "from 1 to 3600"}}},
+	{name: "security groups", in: map[string]string{AWSSecurityGroups: "sg-0a1, sg-0b2", AWSExtraSecurityGroups: "sg-ff"},
+		want: func(s *Spec) {
+			s.AWS.SecurityGroups, s.AWS.ExtraSecurityGroups = []string{"sg-0a1", "sg-0b2"}, []string{"sg-ff"}
+		}},
+	{name: "security groups bad", in: map[string]string{AWSSecurityGroups: "web", AWSExtraSecurityGroups: ""},
+		errs: []wantErr{{AWSExtraSecurityGroups, "", "at least one"}, {AWSSecurityGroups, "web", "security group ID"}}},
 
 	// several problems at once, sorted by key
 	{name: "every problem reported in key order", in: map[string]string{
@@ -383,4 +406,47 @@ func TestParseDoesNotModifyInput(t *testing.T) {
 	if !reflect.DeepEqual(in, cp) {
 		t.Errorf("Parse modified its input: %v", in)
 	}
+}
+
+// TestParseKeyAgreesWithParse: for every case, ParseKey of each key reports exactly the errors
+// Parse reports for that key (and its aliases) and sets the same value, so a reader of one key
+// (portico-agent's source ranges) accepts exactly what the controller accepts.
+func TestParseKeyAgreesWithParse(t *testing.T) {
+	for _, c := range parseCases {
+		full, fullErrs := Parse(c.in)
+		for _, k := range Keys {
+			got, errs := ParseKey(c.in, k.Name)
+			var want []string
+			for _, e := range fullErrs {
+				for _, n := range k.names() {
+					if e.Field == field.NewPath("metadata", "annotations").Key(n).String() {
+						want = append(want, e.Error())
+					}
+				}
+			}
+			var have []string
+			for _, e := range errs {
+				have = append(have, e.Error())
+			}
+			// Cross-key conflicts (internal vs the AWS internal and scheme keys) are Parse's alone.
+			if k.Name == AWSLoadBalancerInternal || k.Name == AWSLoadBalancerScheme {
+				continue
+			}
+			if !reflect.DeepEqual(have, want) {
+				t.Errorf("%s: ParseKey(%s) errors %q, Parse reports %q", c.name, k.Name, have, want)
+			}
+			if k.Name == SourceRanges && len(errs) == 0 && !reflect.DeepEqual(got.SourceRanges, full.SourceRanges) {
+				t.Errorf("%s: ParseKey source ranges %v, Parse %v", c.name, got.SourceRanges, full.SourceRanges)
+			}
+		}
+	}
+}
+
+func TestParseKeyUnknownPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("ParseKey of an unknown key did not panic")
+		}
+	}()
+	ParseKey(nil, "portico-lb.io/nope")
 }

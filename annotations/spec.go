@@ -43,6 +43,14 @@ type AWS struct {
 	SSLCert               string
 	// SSLPorts lists port numbers and names, or is ["*"]; nil means the default, "*".
 	SSLPorts []string
+	// SSLNegotiationPolicy names a predefined TLS policy; "" means the default.
+	SSLNegotiationPolicy string
+	// ConnectionDraining and ConnectionDrainingTimeout are Classic ELB attributes.
+	ConnectionDraining        *bool
+	ConnectionDrainingTimeout *time.Duration
+	// SecurityGroups replace the Classic ELB's own group; ExtraSecurityGroups are added.
+	SecurityGroups      []string
+	ExtraSecurityGroups []string
 	// BackendProtocol is lower case: http, https, ssl or tcp.
 	BackendProtocol string
 	HealthCheck     AWSHealthCheck

@@ -36,12 +36,12 @@ func TestControllerFlags(t *testing.T) {
 }
 
 func TestControllerValidateListsEveryError(t *testing.T) {
-	_, err := parse(t, "--class=Not A Class=aws", "--workers=0", "--reference-pool=nope", "--metrics-bind-address=8080",
+	_, err := parse(t, "--class=Not A Class=nosuch", "--workers=0", "--reference-pool=nope", "--metrics-bind-address=8080",
 		"--leader-election-lease-duration=1s", "--leader-election-renew-deadline=2s")
 	if err == nil {
 		t.Fatal("invalid configuration accepted")
 	}
-	for _, want := range []string{"config.classes[Not A Class]", "Unsupported value: \"aws\"", "config.workers", "config.providers.reference.pool", "config.metricsBindAddress", "config.leaderElectionLease"} {
+	for _, want := range []string{"config.classes[Not A Class]", "Unsupported value: \"nosuch\"", "config.workers", "config.providers.reference.pool", "config.metricsBindAddress", "config.leaderElectionLease"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

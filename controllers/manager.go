@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -15,9 +17,12 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/controllers/pool"
 	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/providers"
+	"github.com/portico-lb/portico/providers/baremetal"
 )
 
 // NewManager builds portico-controller's manager from a validated configuration: the providers
@@ -27,6 +32,9 @@ import (
 func NewManager(ctx context.Context, cfg config.Controller, restCfg *rest.Config, logger logr.Logger, extra map[string]providers.Provider) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	lease, renew, retry := cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration
@@ -59,17 +67,22 @@ func NewManager(ctx context.Context, cfg config.Controller, restCfg *rest.Config
 		return nil, err
 	}
 
+	ownership := service.Ownership{Classes: cfg.Classes, Classless: cfg.ClasslessProvider}
 	provs, err := buildProviders(ctx, cfg, providers.Env{
 		ClusterName: cfg.ClusterName,
 		Logger:      logger.WithName("provider"),
 		RESTConfig:  restCfg,
 		Metrics:     ctrlmetrics.Registry,
+		ProviderFor: func(class *string) string {
+			p, _ := ownership.ProviderFor(&corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class}})
+			return p
+		},
 	}, extra)
 	if err != nil {
 		return nil, err
 	}
 	rec, err := service.NewReconciler(mgr.GetClient(), service.Options{
-		Ownership:    service.Ownership{Classes: cfg.Classes, Classless: cfg.ClasslessProvider},
+		Ownership:    ownership,
 		Providers:    provs,
 		ResyncPeriod: cfg.ResyncPeriod.Duration,
 		Recorder:     mgr.GetEventRecorder("portico-controller"),
@@ -80,6 +93,12 @@ func NewManager(ctx context.Context, cfg config.Controller, restCfg *rest.Config
 	}
 	if err := rec.SetupWithManager(mgr, cfg.Workers); err != nil {
 		return nil, fmt.Errorf("setting up service controller: %w", err)
+	}
+	// Address pools get their status and Events when the bare-metal provider is in use.
+	if slices.Contains(cfg.ProvidersInUse(), baremetal.Plugin.Name) {
+		if err := pool.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("setting up address-pool controller: %w", err)
+		}
 	}
 	return mgr, nil
 }

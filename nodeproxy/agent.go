@@ -4,31 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
-	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/controllers/servicemodel"
+	"github.com/portico-lb/portico/nodeproxy/healthcheck"
+	"github.com/portico-lb/portico/nodeproxy/netfilter"
 	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/nodeproxy/tracker"
 )
-
-// toBeDeletedTaint marks a node the cluster autoscaler is removing.
-const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 
 // eventsComponent reports the agent's Events; reasonHealthCheckFailed is kube-proxy's reason for
 // a healthCheckNodePort that cannot be opened.
@@ -37,14 +34,12 @@ const (
 	reasonHealthCheckFailed = "FailedToStartServiceHealthcheck"
 )
 
-func logFromContext(ctx context.Context) logr.Logger { return logr.FromContextOrDiscard(ctx) }
-
 // Run runs the agent until ctx ends: it watches the cluster and keeps the node's netfilter rules,
 // health-check servers, /healthz, /livez and /metrics up to date. With cfg.Cleanup it removes
 // everything the agent installed instead, and returns. The logger comes from ctx.
 func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
-		return Cleanup(ctx, cfg)
+		return netfilter.Cleanup(ctx, cfg)
 	}
 	restCfg, err := cfg.RESTConfig()
 	if err != nil {
@@ -54,124 +49,81 @@ func Run(ctx context.Context, cfg config.Agent) error {
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
-	a, err := newAgent(ctx, cfg, cs, nil, netlinkConntrack{})
+	a, err := newAgent(ctx, cfg, cs)
 	if err != nil {
 		return err
 	}
 	return a.run(ctx)
 }
 
-// agent is the running dataplane: one tracker, one sync loop, one proxier per family.
+// agent is the running dataplane: one tracker, one sync loop, and the consumers it drives.
 type agent struct {
-	cfg       config.Agent
-	log       logr.Logger
-	tracker   *tracker
-	queue     workqueue.TypedRateLimitingInterface[string]
-	limiter   *rate.Limiter
-	proxiers  []*familyProxier
-	conntrack Conntrack
-	metrics   *metrics
-	registry  *prometheus.Registry
-	health    *proxyHealth
-	hcServers *serviceHealthServers
-	startInf  func(<-chan struct{})
-	// startEvents and stopEvents run the Event broadcaster (nil without a client).
-	startEvents func(<-chan struct{})
-	stopEvents  func()
-
-	fullPending atomic.Bool
+	cfg      config.Agent
+	log      logr.Logger
+	cs       kubernetes.Interface
+	tracker  *tracker.Tracker
+	loop     *syncLoop
+	registry *prometheus.Registry
+	health   *healthcheck.ProxyHealth
 }
 
-// newAgent wires an agent. netfilters overrides the iptables of each family (tests); nil uses
-// the binaries from cfg for the families the Node has addresses of.
-func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, netfilters map[rules.Family]Netfilter, ct Conntrack) (*agent, error) {
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "portico-agent-sync"})
-	t, factory, nodeFactory, err := newTracker(cs, cfg.NodeName, queue)
+// newAgent wires the tracker, the loop and the agent's own health; the consumers are created in
+// run, once the Node (and so its IP families) is known.
+func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface) (*agent, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	log := logr.FromContextOrDiscard(ctx)
+	loop := newSyncLoop(log, cfg.NodeName, cfg.MinSyncPeriod, newLoopMetrics(reg))
+	t, err := tracker.New(cs, cfg.NodeName, loop.notify)
 	if err != nil {
 		return nil, err
 	}
-	limit := rate.Inf
-	if cfg.MinSyncPeriod > 0 {
-		limit = rate.Every(cfg.MinSyncPeriod)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a := &agent{
-		cfg: cfg, log: logFromContext(ctx), tracker: t, queue: queue,
-		limiter:   rate.NewLimiter(limit, 1),
-		conntrack: ct, metrics: newMetrics(reg), registry: reg,
-		startInf: func(stop <-chan struct{}) { factory.Start(stop); nodeFactory.Start(stop) },
-	}
-	a.health = &proxyHealth{timeout: 2 * cfg.SyncPeriod, pending: t.pendingSince, eligible: a.nodeEligible, metrics: a.metrics}
-	a.hcServers = newServiceHealthServers(a.log.WithName("healthcheck"), a.health.healthy)
-	if cs != nil {
-		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
-		recorder := broadcaster.NewRecorder(scheme.Scheme, eventsComponent)
-		a.hcServers.bindFailed = func(svc types.NamespacedName, port uint16, err error) {
-			ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
-			recorder.Eventf(ref, nil, corev1.EventTypeWarning, reasonHealthCheckFailed, "Listen",
-				"node %s failed to start healthcheck %q on port %d: %v", cfg.NodeName, svc.String(), port, err)
-		}
-		a.startEvents = broadcaster.StartRecordingToSink
-		a.stopEvents = broadcaster.Shutdown
-	}
-	a.proxiers = nil
-	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
-		var nf Netfilter
-		if netfilters != nil {
-			if nf = netfilters[fam]; nf == nil {
-				continue
-			}
-		}
-		a.proxiers = append(a.proxiers, &familyProxier{family: fam, nf: nf, baseCfg: a.rulesConfig(fam),
-			npCIDRs: familyPrefixes(cfg.NodePortAddresses, fam), npPrimary: slices.Contains(cfg.NodePortAddresses, config.NodePortPrimary)})
-	}
+	loop.changes, loop.store = t, t.Store()
+	a := &agent{cfg: cfg, log: log, cs: cs, tracker: t, loop: loop, registry: reg}
+	a.health = healthcheck.NewProxyHealth(2*cfg.SyncPeriod, t.PendingSince, a.nodeEligible, reg)
+	loop.synced = a.health.MarkSynced
 	return a, nil
-}
-
-func (a *agent) rulesConfig(f rules.Family) rules.Config {
-	return rules.Config{
-		Family:         f,
-		MasqueradeMark: 1 << a.cfg.MasqueradeBit,
-		MasqueradeAll:  a.cfg.MasqueradeAll,
-		ClusterCIDRs:   familyPrefixes(a.cfg.ClusterCIDRs, f),
-	}
-}
-
-func familyPrefixes(list []string, f rules.Family) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range config.Prefixes(list) {
-		if f.Contains(p.Addr()) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func (a *agent) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a.startInf(ctx.Done())
-	if a.startEvents != nil {
-		a.startEvents(ctx.Done())
-		defer a.stopEvents()
+	ctx = logr.NewContext(ctx, a.log)
+	a.tracker.Start(ctx.Done())
+	bindFailed := func(types.NamespacedName, uint16, error) {}
+	if a.cs != nil {
+		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: a.cs.EventsV1()})
+		recorder := broadcaster.NewRecorder(scheme.Scheme, eventsComponent)
+		bindFailed = func(svc types.NamespacedName, port uint16, err error) {
+			ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
+			recorder.Eventf(ref, nil, corev1.EventTypeWarning, reasonHealthCheckFailed, "Listen",
+				"node %s failed to start healthcheck %q on port %d: %v", a.cfg.NodeName, svc.String(), port, err)
+		}
+		broadcaster.StartRecordingToSink(ctx.Done())
+		defer broadcaster.Shutdown()
 	}
 	a.log.Info("Waiting for informer caches")
-	if !cache.WaitForCacheSync(ctx.Done(), a.tracker.synced...) {
+	if !a.tracker.WaitForSync(ctx.Done()) {
 		return fmt.Errorf("waiting for informer caches: %w", ctx.Err())
 	}
-	if err := a.setupFamilies(); err != nil {
+	nfs, err := a.netfilters()
+	if err != nil {
 		return err
 	}
-	defer a.hcServers.Close()
+	proxier := netfilter.New(netfilter.Options{Config: a.cfg, Netfilters: nfs, Conntrack: netfilter.NetlinkConntrack{},
+		Registerer: a.registry, FamilySynced: a.health.FamilySynced})
+	hcServers := healthcheck.NewServers(a.log.WithName("healthcheck"), healthcheck.Options{
+		Healthy: a.health.Healthy, BindFailed: bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
+	defer hcServers.Close()
+	// The health checks follow the rules: they listen where NodePorts answer, known after the
+	// proxier's sync.
+	a.loop.consumers = []Consumer{proxier, hcServers}
 
 	errc := make(chan error, 2)
 	if addr := a.cfg.HealthzBindAddress; addr != "" && addr != "0" {
 		mux := http.NewServeMux()
-		mux.Handle("/healthz", a.health.handler(true))
-		mux.Handle("/livez", a.health.handler(false))
+		mux.Handle("/healthz", a.health.Handler(true))
+		mux.Handle("/livez", a.health.Handler(false))
 		go func() { errc <- serveHTTP(ctx, addr, mux) }()
 	}
 	if addr := a.cfg.MetricsBindAddress; addr != "" && addr != "0" {
@@ -191,8 +143,7 @@ func (a *agent) run(ctx context.Context) error {
 	}()
 
 	// A full sync first, then one every SyncPeriod.
-	a.fullPending.Store(true)
-	a.queue.Add(syncKey)
+	a.loop.requestFull()
 	go func() {
 		tick := time.NewTicker(a.cfg.SyncPeriod)
 		defer tick.Stop()
@@ -201,29 +152,25 @@ func (a *agent) run(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				a.fullPending.Store(true)
-				a.queue.Add(syncKey)
+				a.loop.requestFull()
 			}
 		}
 	}()
 	go func() {
 		<-ctx.Done()
-		a.queue.ShutDown()
+		a.loop.queue.ShutDown()
 	}()
-	for a.processNext(ctx) {
+	for a.loop.processNext(ctx) {
 	}
 	a.log.Info("Stopped; rules stay in place")
 	return nil
 }
 
-// setupFamilies creates the iptables seams for the families this node has addresses of
-// (IPv4 when the Node is not known).
-func (a *agent) setupFamilies() error {
-	if a.proxiers[0].nf != nil {
-		return nil // injected
-	}
+// netfilters creates the iptables seams for the families this node has addresses of (IPv4
+// when the Node is not known).
+func (a *agent) netfilters() (map[rules.Family]netfilter.Netfilter, error) {
 	want := map[rules.Family]bool{rules.IPv4: true}
-	if n := a.tracker.thisNode(); n != nil {
+	if n := a.tracker.Store().Node(); n != nil {
 		want = map[rules.Family]bool{}
 		for _, ad := range n.Status.Addresses {
 			if ip, err := netip.ParseAddr(ad.Address); err == nil && (ad.Type == corev1.NodeInternalIP || ad.Type == corev1.NodeExternalIP) {
@@ -236,24 +183,19 @@ func (a *agent) setupFamilies() error {
 	} else {
 		a.log.Info("Node not found; programming IPv4 only", "node", a.cfg.NodeName)
 	}
-	var keep []*familyProxier
-	for _, p := range a.proxiers {
-		if !want[p.family] {
-			continue
-		}
+	out := map[rules.Family]netfilter.Netfilter{}
+	for fam := range want {
 		bin := a.cfg.IPTablesPath
-		if p.family == rules.IPv6 {
+		if fam == rules.IPv6 {
 			bin = a.cfg.IP6TablesPath
 		}
-		nf, err := newExecNetfilter(p.family, bin)
+		nf, err := netfilter.NewExec(fam, bin)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		p.nf = nf
-		keep = append(keep, p)
+		out[fam] = nf
 	}
-	a.proxiers = keep
-	return nil
+	return out, nil
 }
 
 func familyOf(ip netip.Addr) rules.Family {
@@ -263,153 +205,26 @@ func familyOf(ip netip.Addr) rules.Family {
 	return rules.IPv6
 }
 
-// processNext runs one sync from the queue, at most one per MinSyncPeriod.
-func (a *agent) processNext(ctx context.Context) bool {
-	key, shutdown := a.queue.Get()
-	if shutdown {
-		return false
-	}
-	defer a.queue.Done(key)
-	if err := a.limiter.Wait(ctx); err != nil {
-		return false
-	}
-	if err := a.sync(ctx); err != nil {
-		a.log.Error(err, "Sync failed; retrying with a full sync")
-		a.fullPending.Store(true)
-		a.queue.AddRateLimited(key)
-		return true
-	}
-	a.queue.Forget(key)
-	return true
-}
-
-// sync is one pass of the loop: take the pending changes and apply them to every family.
-func (a *agent) sync(ctx context.Context) error {
-	start := time.Now()
-	full := a.fullPending.Swap(false)
-	changed, nodeChanged := a.tracker.take()
-	full = full || nodeChanged
-	var keys []types.NamespacedName
-	if full {
-		all, err := a.tracker.allServices()
-		if err != nil {
-			a.tracker.restore(changed)
-			return err
-		}
-		keys = all
-	} else {
-		for k := range changed {
-			keys = append(keys, k)
-		}
-	}
-	wasFull, written, noLocalExternal, noLocalInternal := false, 0, 0, 0
-	var errs []error
-	for _, p := range a.proxiers {
-		res, err := p.sync(ctx, a.tracker, keys, full, a.conntrack, a.metrics)
-		a.health.familySynced(p.family, err)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		wasFull = wasFull || res.full
-		if len(res.repaired) > 0 {
-			a.log.V(1).Info("Full sync wrote chains (first sync or drift)", "family", p.family.String(), "chains", res.repaired)
-		}
-		noLocalExternal += res.noLocalExternal
-		noLocalInternal += res.noLocalInternal
-		written += res.chainsWritten
-		kind := "partial"
-		if res.full {
-			kind = "full"
-		}
-		a.metrics.chainsRestored.WithLabelValues(p.family.String(), kind).Add(float64(res.chainsWritten))
-		a.metrics.rules.WithLabelValues(p.family.String(), rules.TableNAT).Set(float64(res.nat))
-		a.metrics.rules.WithLabelValues(p.family.String(), rules.TableFilter).Set(float64(res.filt))
-	}
-	if err := errors.Join(errs...); err != nil {
-		a.tracker.restore(changed)
-		return err
-	}
-	a.hcServers.Sync(a.healthChecks(), a.healthCheckAddresses())
-	elapsed := time.Since(start).Seconds()
-	a.metrics.syncDuration.Observe(elapsed)
-	if wasFull {
-		a.metrics.fullDuration.Observe(elapsed)
-	} else {
-		a.metrics.partialDuration.Observe(elapsed)
-	}
-	a.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(noLocalExternal))
-	a.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(noLocalInternal))
-	a.metrics.lastSync.SetToCurrentTime()
-	a.health.lastUpdated.Store(time.Now().UnixNano())
-	a.log.V(1).Info("Synced", "full", wasFull, "services", len(keys), "chainsWritten", written, "seconds", elapsed)
-	return nil
-}
-
-// healthChecks computes what every healthCheckNodePort reports: distinct ready local endpoint
-// IPs over the Service's ports and families.
-func (a *agent) healthChecks() map[uint16]healthCheck {
-	ips := map[uint16]map[netip.Addr]bool{}
-	out := map[uint16]healthCheck{}
-	for _, p := range a.proxiers {
-		for key, ports := range p.ports {
-			for _, sp := range ports {
-				if sp.HealthCheckNodePort == 0 {
-					continue
-				}
-				hc := sp.HealthCheckNodePort
-				if ips[hc] == nil {
-					ips[hc] = map[netip.Addr]bool{}
-				}
-				for _, e := range sp.Endpoints {
-					if e.Local && e.Ready {
-						ips[hc][e.IP] = true
-					}
-				}
-				out[hc] = healthCheck{Service: key, LocalEndpoints: len(ips[hc])}
-			}
-		}
-	}
-	return out
-}
-
-// healthCheckAddresses is where healthCheckNodePorts listen, like NodePorts: nil (every
-// address) unless --nodeport-addresses restricts a family; then the addresses it selects for
-// that family, and the unspecified address (the family's wildcard) for an unrestricted one.
-func (a *agent) healthCheckAddresses() []netip.Addr {
-	var out []netip.Addr
-	restricted := false
-	for _, p := range a.proxiers {
-		switch {
-		case p.nodePorts != nil:
-			restricted = true
-			out = append(out, p.nodePorts...)
-		case p.family == rules.IPv6:
-			out = append(out, netip.IPv6Unspecified())
-		default:
-			out = append(out, netip.IPv4Unspecified())
-		}
-	}
-	if !restricted {
-		return nil
-	}
-	if out == nil {
-		out = []netip.Addr{} // restricted to no address: no listener
-	}
-	return out
-}
-
 // nodeEligible is false when the node is unknown or being deleted (KEP-3836), so that load
 // balancers drain it.
 func (a *agent) nodeEligible() bool {
-	n := a.tracker.thisNode()
-	if n == nil || n.DeletionTimestamp != nil {
-		return false
+	n := a.tracker.Store().Node()
+	return n != nil && !servicemodel.NodeBeingDeleted(n)
+}
+
+// serveHTTP runs handler on addr until ctx ends.
+func serveHTTP(ctx context.Context, addr string, handler http.Handler) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
 	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == toBeDeletedTaint {
-			return false
-		}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving %s: %w", addr, err)
 	}
-	return true
+	return nil
 }

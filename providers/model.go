@@ -73,9 +73,16 @@ type LoadBalancer struct {
 	Internal bool
 	// IPFamilies in the order of spec.ipFamilies.
 	IPFamilies []IPFamily
+	// IPFamilyPolicy is spec.ipFamilyPolicy; "" means SingleStack.
+	IPFamilyPolicy IPFamilyPolicy
 	// RequestedIPs from spec.loadBalancerIP or a provider annotation; empty lets the provider choose.
 	RequestedIPs []netip.Addr
-	Ports        []Port
+	// CurrentIPs are the IPs status.loadBalancer.ingress reports now: the record of what the
+	// Service holds, so that a provider allocating addresses keeps them across restarts. It is
+	// observed, not desired, state: left out of the JSON form (the controller's model hash), so
+	// that writing the status Ensure returned does not cause another Ensure.
+	CurrentIPs []netip.Addr `json:"-"`
+	Ports      []Port
 	// SourceRanges allowed to reach the load balancer; empty means everyone.
 	SourceRanges []netip.Prefix
 	// LocalTrafficOnly is externalTrafficPolicy=Local: only nodes with a ready local endpoint,
@@ -87,7 +94,20 @@ type LoadBalancer struct {
 	Nodes []Node
 	// Annotations holds the provider-specific settings parsed from the Service's annotations.
 	Annotations annotations.Spec
+	// Labels are the Service's labels and Selector its spec.selector, for providers that pick
+	// address pools by label or share one address between Services with the same backends.
+	Labels, Selector map[string]string
 }
+
+// IPFamilyPolicy is a Service's spec.ipFamilyPolicy.
+type IPFamilyPolicy string
+
+// IP family policies.
+const (
+	SingleStack      IPFamilyPolicy = "SingleStack"
+	PreferDualStack  IPFamilyPolicy = "PreferDualStack"
+	RequireDualStack IPFamilyPolicy = "RequireDualStack"
+)
 
 // IPMode says how traffic to an ingress IP reaches nodes (status.loadBalancer.ingress[].ipMode).
 type IPMode string
@@ -119,6 +139,10 @@ type Ingress struct {
 // Status is what a provider observed after converging.
 type Status struct {
 	Ingress []Ingress
+	// Warnings describe settings the provider ignored (e.g. an annotation that does not apply to
+	// the chosen kind of load balancer). The controller reports each as a Warning Event; they
+	// never fail the call.
+	Warnings []string
 }
 
 // Capabilities tell the controller what a provider can express, so that unsupported requests

@@ -50,4 +50,8 @@ type Env struct {
 	RESTConfig *rest.Config
 	// Metrics is where the provider registers its collectors; nil means it registers none.
 	Metrics prometheus.Registerer
+	// ProviderFor names the provider this binary hands Services of a loadBalancerClass to (nil:
+	// class-less Services), "" when it does not own them. Providers that rebuild state from the
+	// cluster's Services (bare metal) use it to recognise their own. Nil when unknown.
+	ProviderFor func(class *string) string
 }

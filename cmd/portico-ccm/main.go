@@ -32,8 +32,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/controllers/ccm"
 	"github.com/portico-lb/portico/providers"
-	"github.com/portico-lb/portico/providers/ccm"
 )
 
 const name = "portico-ccm"
@@ -75,6 +75,13 @@ func initCloud(cfg *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interfa
 		Logger:      klog.Background().WithName("provider"),
 		RESTConfig:  cfg.Kubeconfig,
 		Metrics:     legacyregistry.Registerer(),
+		// The stock service controller owns class-less Services only.
+		ProviderFor: func(class *string) string {
+			if class == nil {
+				return ccmCfg.Provider
+			}
+			return ""
+		},
 	})
 	config.ExitOnError(name, err)
 	return cloud

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -128,7 +129,7 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 
 	// Build the desired model (pure). Invalid input never reaches the provider and never tears
 	// down what already works.
-	lb, errs := BuildLoadBalancer(svc, nodes.Items, p.Capabilities())
+	lb, errs := servicemodel.BuildLoadBalancer(svc, nodes.Items, p.Capabilities())
 	if len(errs) > 0 {
 		// Reported once per distinct problem, not on every reconcile (node events requeue it).
 		msg := errorListMessage(errs)
@@ -167,9 +168,13 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 		if err != nil {
 			return r.ensureFailed(ctx, svc, err)
 		}
-		status = ToServiceStatus(st)
+		status = servicemodel.ToServiceStatus(st)
 		r.remember(key, applied{hash: hash, at: time.Now(), status: status})
 		if changed {
+			// Warnings are reported when the model changes, not on every drift resync.
+			for _, w := range st.Warnings {
+				r.event(svc, corev1.EventTypeWarning, EventSettingIgnored, eventActionEnsure, w)
+			}
 			r.event(svc, corev1.EventTypeNormal, EventEnsured, eventActionEnsure, "Ensured load balancer")
 		}
 		logger.V(1).Info("ensured load balancer", "provider", p.Name(), "changed", changed)

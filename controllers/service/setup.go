@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"reflect"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/workqueue"
@@ -16,7 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"time"
+
+	"github.com/portico-lb/portico/controllers/servicemodel"
 )
 
 // ControllerName labels the controller's metrics and logs.
@@ -99,8 +101,8 @@ func (nodeChange) Update(e event.UpdateEvent) bool {
 	if o == nil || n == nil {
 		return true
 	}
-	return NodeEligible(o) != NodeEligible(n) ||
+	return servicemodel.NodeEligible(o) != servicemodel.NodeEligible(n) ||
 		!reflect.DeepEqual(o.Labels, n.Labels) ||
 		o.Spec.ProviderID != n.Spec.ProviderID ||
-		!reflect.DeepEqual(nodeAddresses(o), nodeAddresses(n))
+		!reflect.DeepEqual(servicemodel.NodeAddresses(o), servicemodel.NodeAddresses(n))
 }

@@ -8,8 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/portico-lb/portico/providers"
 )
 
 // ConditionReady is the Service condition Portico maintains on every Service it owns.
@@ -25,41 +23,22 @@ const (
 
 // Event reasons (the upstream service controller's, plus InvalidSpec).
 const (
-	EventEnsuring        = "EnsuringLoadBalancer"
-	EventEnsured         = "EnsuredLoadBalancer"
-	EventSyncFailed      = "SyncLoadBalancerFailed"
-	EventDeleting        = "DeletingLoadBalancer"
-	EventDeleted         = "DeletedLoadBalancer"
-	EventDeleteFailed    = "DeleteLoadBalancerFailed"
-	EventNoNodes         = "UnAvailableLoadBalancer"
-	EventInvalidSpec     = "InvalidSpec"
+	EventEnsuring     = "EnsuringLoadBalancer"
+	EventEnsured      = "EnsuredLoadBalancer"
+	EventSyncFailed   = "SyncLoadBalancerFailed"
+	EventDeleting     = "DeletingLoadBalancer"
+	EventDeleted      = "DeletedLoadBalancer"
+	EventDeleteFailed = "DeleteLoadBalancerFailed"
+	EventNoNodes      = "UnAvailableLoadBalancer"
+	EventInvalidSpec  = "InvalidSpec"
+	// EventSettingIgnored: the provider accepted the Service but ignores a setting (e.g. an
+	// annotation that does not apply to the chosen kind of load balancer).
+	EventSettingIgnored  = "SettingIgnored"
 	eventActionEnsure    = "Ensure"
 	eventActionDelete    = "Delete"
 	eventActionValidate  = "Validate"
 	eventActionSelectNod = "SelectNodes"
 )
-
-// ToServiceStatus converts a provider's status to status.loadBalancer.
-func ToServiceStatus(st providers.Status) corev1.LoadBalancerStatus {
-	var out corev1.LoadBalancerStatus
-	for _, in := range st.Ingress {
-		ing := corev1.LoadBalancerIngress{Hostname: in.Hostname}
-		if in.IP.IsValid() {
-			ing.IP = in.IP.String()
-		}
-		// The API accepts ipMode only next to an ip.
-		if in.IPMode != "" && in.IP.IsValid() {
-			mode := corev1.LoadBalancerIPMode(in.IPMode)
-			ing.IPMode = &mode
-		}
-		for _, p := range in.Ports {
-			msg := p.Error
-			ing.Ports = append(ing.Ports, corev1.PortStatus{Port: p.Port, Protocol: corev1.Protocol(p.Protocol), Error: &msg})
-		}
-		out.Ingress = append(out.Ingress, ing)
-	}
-	return out
-}
 
 // setCondition sets Portico's condition on status and reports whether anything changed.
 func setCondition(status *corev1.ServiceStatus, generation int64, ok bool, reason, message string) bool {

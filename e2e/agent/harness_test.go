@@ -20,6 +20,7 @@ import (
 
 	"github.com/portico-lb/portico/e2e/cluster"
 	"github.com/portico-lb/portico/e2e/netlab"
+	"github.com/portico-lb/portico/internal/prereq"
 )
 
 // One network lab and one control plane serve every test and benchmark of the package; they
@@ -29,7 +30,6 @@ import (
 var shared struct {
 	once    sync.Once
 	err     error
-	skip    string
 	lab     *netlab.Lab
 	cluster *cluster.Cluster
 	cs      kubernetes.Interface
@@ -63,23 +63,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// setup starts (once) the lab, the control plane and the agent binary, or skips tb.
+// setup starts (once) the lab, the control plane and the agent binary. Without root, iproute2
+// or iptables it fails tb naming the fix (or skips it, with PORTICO_SKIP_PRIVILEGED=1).
 func setup(tb testing.TB) {
 	tb.Helper()
-	shared.once.Do(func() {
-		if err := netlab.Supported(); err != nil {
-			shared.skip = err.Error()
-			return
-		}
-		if _, err := exec.LookPath("iptables-restore"); err != nil {
-			shared.skip = "iptables-restore not installed"
-			return
-		}
-		shared.err = start()
-	})
-	if shared.skip != "" {
-		tb.Skip(shared.skip)
-	}
+	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables)
+	shared.once.Do(func() { shared.err = start() })
 	if shared.err != nil {
 		tb.Fatal(shared.err)
 	}

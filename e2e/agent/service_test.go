@@ -18,7 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/e2e/netlab"
+	"github.com/portico-lb/portico/providers"
 )
 
 func TestClusterIPFromPod(t *testing.T) {
@@ -199,6 +202,87 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 	if !errors.As(err, &ne) || !ne.Timeout() {
 		t.Errorf("client2 outside the source ranges: got %v, want a timeout (dropped)", err)
 	}
+}
+
+// TestLoadBalancerSourceRangesFromTheAnnotation: ranges given only by the
+// service.beta.kubernetes.io/load-balancer-source-ranges annotation are enforced, as the
+// controller accepts them (on bare metal the agent is the only enforcer).
+func TestLoadBalancerSourceRangesFromTheAnnotation(t *testing.T) {
+	e := newEnv(t)
+	e.backend(e.node1, "a", "annranges")
+	svc := e.service("annranges", "annranges", loadBalancer, func(s *corev1.Service) {
+		s.Annotations = map[string]string{annotations.SourceRanges: e.client.Addr.String() + "/32"}
+	})
+	vip := netip.MustParseAddr("198.18.128.15")
+	e.setIngress(svc, vip, e.node1)
+	e.reach(e.client, "tcp", netip.AddrPortFrom(vip, 80))
+	e.expectDropped(e.client2, netip.AddrPortFrom(vip, 80), "client2 outside the annotation's ranges")
+}
+
+// TestInvalidSourceRangesNeverHalfApplied: when a working Service's source ranges become
+// invalid (a repeated CIDR, which the apiserver accepts and the controller reports as
+// InvalidSpec while keeping the load balancer and its ingress), the agent enforces neither a
+// part of the ranges nor none: no source reaches the LoadBalancer IP, not even one the invalid
+// value names, until the value is fixed. ClusterIP and NodePort are not restricted by source
+// ranges and keep working.
+func TestInvalidSourceRangesNeverHalfApplied(t *testing.T) {
+	e := newEnv(t)
+	e.backend(e.node1, "a", "badranges")
+	allowed := e.client.Addr.String() + "/32"
+	svc := e.service("badranges", "badranges", loadBalancer, func(s *corev1.Service) {
+		s.Annotations = map[string]string{annotations.SourceRanges: allowed}
+	})
+	vip := netip.MustParseAddr("198.18.128.16")
+	dst := netip.AddrPortFrom(vip, 80)
+	e.setIngress(svc, vip, e.node1)
+	e.reach(e.client, "tcp", dst)
+
+	invalid := allowed + ", " + e.client.Addr.String() + "/32"
+	svc = e.updateService("badranges", func(s *corev1.Service) { s.Annotations[annotations.SourceRanges] = invalid })
+	// The controller's verdict on this very Service (the rule both apply).
+	if _, errs := servicemodel.BuildLoadBalancer(svc, nil, providers.Capabilities{}); !strings.Contains(errs.ToAggregate().Error(), "metadata.annotations["+annotations.SourceRanges+"]") {
+		t.Fatalf("the controller would not report %q: %v", invalid, errs)
+	}
+	e.eventually("the LB IP closed to every source", 30*time.Second, func() error {
+		if _, err := e.request(e.client, "tcp", dst); !isTimeout(err) {
+			return fmt.Errorf("client named by the invalid ranges: got %v, want a timeout (dropped)", err)
+		}
+		return nil
+	})
+	e.expectDropped(e.client2, dst, "client2 with invalid ranges")
+	e.reach(e.client2, "tcp", addrPort(e.node1.Addr, svc.Spec.Ports[0].NodePort))
+
+	e.updateService("badranges", func(s *corev1.Service) { s.Annotations[annotations.SourceRanges] = allowed })
+	e.reach(e.client, "tcp", dst)
+	e.expectDropped(e.client2, dst, "client2 after the fix")
+}
+
+// updateService gets the Service name, mutates it and updates it.
+func (e *env) updateService(name string, mutate func(*corev1.Service)) *corev1.Service {
+	e.t.Helper()
+	svc, err := e.cs.CoreV1().Services(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	mutate(svc)
+	svc, err = e.cs.CoreV1().Services(e.ns).Update(e.ctx, svc, metav1.UpdateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return svc
+}
+
+// expectDropped checks that from gets no answer at all from dst (a DROP, not a refusal).
+func (e *env) expectDropped(from *netlab.Host, dst netip.AddrPort, what string) {
+	e.t.Helper()
+	if _, err := e.request(from, "tcp", dst); !isTimeout(err) {
+		e.t.Errorf("%s: got %v, want a timeout (dropped)", what, err)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func TestSessionAffinity(t *testing.T) {

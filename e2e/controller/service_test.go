@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/controllers/service"
+	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/e2e/cluster"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/reference"
@@ -185,6 +187,16 @@ func TestInvalidAnnotationReportedWithoutProviderCall(t *testing.T) {
 	e.waitCondition("good", metav1.ConditionTrue, service.ReasonProvisioned)
 }
 
+// TestProviderWarningsBecomeEvents: a setting the provider ignores is a Warning Event on the
+// Service, reported when the model changes (not on every resync), and the load balancer works.
+func TestProviderWarningsBecomeEvents(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.prov.WarnWith("metadata.annotations[example]: ignored by this provider")
+	e.create(e.lbService("warned"))
+	e.waitIngress("warned")
+	e.waitEvent("warned", service.EventSettingIgnored)
+}
+
 func TestUnsupportedSpecFields(t *testing.T) {
 	caps := providers.Capabilities{NeedsNodePorts: true}
 	e := newEnv(t, envOptions{caps: &caps})
@@ -265,18 +277,18 @@ func TestNodeChanges(t *testing.T) {
 	base := e.prov.Calls()[reference.OpEnsure]
 
 	// Excluding one node costs exactly one provider call.
-	patchNode(t, e, names[0], func(n *corev1.Node) { n.Labels = map[string]string{service.ExcludeFromLBLabel: "true"} })
+	patchNode(t, e, names[0], func(n *corev1.Node) { n.Labels = map[string]string{servicemodel.ExcludeFromLBLabel: "true"} })
 	e.desired(svc, "excluded node removed", func(lb *providers.LoadBalancer) bool { return countNodes(lb, names) == 2 })
 	time.Sleep(time.Second)
 	if n := e.prov.Calls()[reference.OpEnsure] - base; n != 1 {
 		t.Errorf("excluding a node made %d provider calls, want 1", n)
 	}
 	// The value "false" keeps the node.
-	patchNode(t, e, names[0], func(n *corev1.Node) { n.Labels = map[string]string{service.ExcludeFromLBLabel: "false"} })
+	patchNode(t, e, names[0], func(n *corev1.Node) { n.Labels = map[string]string{servicemodel.ExcludeFromLBLabel: "false"} })
 	e.desired(svc, "label=false keeps node", func(lb *providers.LoadBalancer) bool { return countNodes(lb, names) == 3 })
 	// The autoscaler's deletion taint removes it.
 	patchNode(t, e, names[1], func(n *corev1.Node) {
-		n.Spec.Taints = []corev1.Taint{{Key: service.ToBeDeletedByAutoscalerTa, Effect: corev1.TaintEffectNoSchedule}}
+		n.Spec.Taints = []corev1.Taint{{Key: servicemodel.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
 	})
 	e.desired(svc, "tainted node removed", func(lb *providers.LoadBalancer) bool { return countNodes(lb, names) == 2 })
 	time.Sleep(time.Second)
@@ -390,5 +402,28 @@ func TestRequestedIPs(t *testing.T) {
 	s := e.waitCondition("outside", metav1.ConditionFalse, service.ReasonInvalidSpec)
 	if len(s.Status.LoadBalancer.Ingress) != 0 {
 		t.Errorf("outside: got ingress %v", s.Status.LoadBalancer.Ingress)
+	}
+}
+
+// TestInvalidSourceRangesReported: a source-range annotation Portico rejects (a repeated CIDR,
+// which the apiserver accepts) is reported on the Service with its field path, and
+// the working load balancer and its ingress are kept. e2e/agent's
+// TestInvalidSourceRangesNeverHalfApplied shows by packets what the agent does meanwhile.
+func TestInvalidSourceRangesReported(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.create(e.lbService("ranges", func(s *corev1.Service) {
+		s.Annotations = map[string]string{annotations.SourceRanges: "198.18.5.0/24"}
+	}))
+	ing := e.waitIngress("ranges").Status.LoadBalancer.Ingress
+	e.update("ranges", func(s *corev1.Service) {
+		s.Annotations = map[string]string{annotations.SourceRanges: "198.18.5.0/24, 198.18.5.0/24"}
+	})
+	s := e.waitCondition("ranges", metav1.ConditionFalse, service.ReasonInvalidSpec)
+	if msg, want := s.Status.Conditions[0].Message, "metadata.annotations["+annotations.SourceRanges+"]"; !strings.Contains(msg, want) {
+		t.Errorf("condition message %q does not name %s", msg, want)
+	}
+	e.waitEvent("ranges", service.EventInvalidSpec)
+	if !slices.EqualFunc(s.Status.LoadBalancer.Ingress, ing, func(a, b corev1.LoadBalancerIngress) bool { return a.IP == b.IP }) {
+		t.Errorf("ingress changed after an invalid update: %v -> %v", ing, s.Status.LoadBalancer.Ingress)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/portico-lb/portico/internal/prereq"
 )
 
 // echoServerPackage is the echo server every lab process runs for StartEchoServer.
@@ -52,23 +54,25 @@ var echoBuild struct {
 }
 
 // echoServerBinary builds the echo server once per process into
-// $TMPDIR/portico-echoserver-<hash>/echoserver, where hash covers its source and the Go
-// version, and reuses a binary an earlier process built from the same source.
+// <cache>/echoserver-<hash>/echoserver (the cache of internal/prereq.CacheDir, ~/.cache/portico
+// by default), where hash covers its source and the Go version, and reuses a binary an earlier
+// process built from the same source. Nothing is left in the temporary directory.
 func echoServerBinary() (string, error) {
 	echoBuild.once.Do(func() {
-		echoBuild.path, echoBuild.err = buildEchoServer()
+		echoBuild.path, echoBuild.err = buildEchoServer(prereq.CacheDir())
 	})
 	return echoBuild.path, echoBuild.err
 }
 
-func buildEchoServer() (string, error) {
-	srcDir, key := echoServerSource()
-	dir := filepath.Join(os.TempDir(), "portico-echoserver-"+key)
+func buildEchoServer(cache string) (string, error) {
+	srcDir, key, err := echoServerSource()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "echoserver-"+key)
 	bin := filepath.Join(dir, "echoserver")
-	if srcDir != "" {
-		if _, err := os.Stat(bin); err == nil {
-			return bin, nil
-		}
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("creating echo server dir: %w", err)
@@ -77,37 +81,39 @@ func buildEchoServer() (string, error) {
 	// binary.
 	tmp := fmt.Sprintf("%s.%d", bin, os.Getpid())
 	cmd := exec.Command("go", "build", "-o", tmp, echoServerPackage)
-	cmd.Dir = srcDir // empty: the working directory, inside the module during go test
+	cmd.Dir = srcDir
 	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
 		return "", fmt.Errorf("building echo server: %w: %s", err, bytes.TrimSpace(out))
 	}
 	if err := os.Rename(tmp, bin); err != nil {
+		os.Remove(tmp)
 		return "", fmt.Errorf("installing echo server: %w", err)
 	}
 	return bin, nil
 }
 
-// echoServerSource finds the echo server's source directory next to this file and hashes its
-// Go files. Without the source (a -trimpath build) it returns "" and the key "unversioned",
-// and the binary is rebuilt by every process.
-func echoServerSource() (dir, key string) {
-	_, self, _, ok := runtime.Caller(0)
-	if ok {
-		dir = filepath.Join(filepath.Dir(self), "..", "tools", "echoserver")
-		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-		if len(files) > 0 {
-			h := sha256.New()
-			fmt.Fprintln(h, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			for _, f := range files {
-				b, err := os.ReadFile(f)
-				if err != nil {
-					return "", "unversioned"
-				}
-				fmt.Fprintln(h, filepath.Base(f), len(b))
-				h.Write(b)
-			}
-			return dir, hex.EncodeToString(h.Sum(nil))[:12]
-		}
+// echoServerSource finds the echo server's source directory (with go list, so that it works in
+// -trimpath builds too) and hashes its Go files and the Go version.
+func echoServerSource() (dir, key string, err error) {
+	out, err := exec.Command("go", "list", "-f", "{{.Dir}}", echoServerPackage).Output()
+	if err != nil {
+		return "", "", fmt.Errorf("finding the echo server's source: go list %s: %w", echoServerPackage, err)
 	}
-	return "", "unversioned"
+	dir = strings.TrimSpace(string(out))
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		return "", "", fmt.Errorf("finding the echo server's source: no Go files in %s", dir)
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return "", "", fmt.Errorf("hashing the echo server's source: %w", err)
+		}
+		fmt.Fprintln(h, filepath.Base(f), len(b))
+		h.Write(b)
+	}
+	return dir, hex.EncodeToString(h.Sum(nil))[:12], nil
 }

@@ -6,13 +6,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"sync"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/portico-lb/portico/internal/prereq"
 )
 
 // Options describe a lab's topology.
@@ -73,24 +74,18 @@ type Lab struct {
 	closeErr  error
 }
 
-// Supported returns why labs cannot run on this machine, or nil: they need root and `ip`.
+// Supported returns why labs cannot run on this machine, or nil: they need root and `ip`. The
+// error (a *prereq.Missing) names the fix.
 func Supported() error {
-	if os.Geteuid() != 0 {
-		return errors.New("network labs need root (network namespaces, veths, bridges)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("network labs need the ip command (iproute2): %w", err)
-	}
-	return nil
+	return prereq.Host().Check(true, prereq.IPRoute2)
 }
 
-// New builds a lab for a test: it skips t when Supported fails, fails t when the lab cannot be
-// built, and closes the lab when t ends.
+// New builds a lab for a test: it fails t, naming the fix, when Supported fails (or skips t
+// when PORTICO_SKIP_PRIVILEGED=1 allows it), fails t when the lab cannot be built, and closes
+// the lab when t ends.
 func New(t testing.TB, opts Options) *Lab {
 	t.Helper()
-	if err := Supported(); err != nil {
-		t.Skipf("netlab: %v", err)
-	}
+	prereq.RequireRoot(t, prereq.IPRoute2)
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}

@@ -322,96 +322,129 @@ func (b *Builder) recentMask() string {
 // host is an address as a single-host prefix.
 func (b *Builder) host(a netip.Addr) string { return netip.PrefixFrom(a, a.BitLen()).String() }
 
-// render turns one service port into its rules. See doc.go of package nodeproxy for the layout.
+// render turns one service port into its rules. See doc.go for the layout. Its steps: the
+// internal traffic (the ClusterIP), the external destinations (externalIPs, LoadBalancer IPs,
+// the NodePort) and their rules, and the health-check node port's accept.
 func (b *Builder) render(sp *ServicePort) *portRules {
-	p := &portRules{}
-	key := sp.Key()
-	cluster := sp.ClusterEndpoints()
-	local := sp.LocalEndpoints()
-	for _, e := range local {
-		p.hairpin = append(p.hairpin, e.IP)
+	r := &portRender{sp: sp, key: sp.Key(), cluster: sp.ClusterEndpoints(), local: sp.LocalEndpoints(),
+		proto: fmt.Sprintf("-p %s -m %s --dport %%d", sp.Protocol, sp.Protocol), out: &portRules{}}
+	for _, e := range r.local {
+		r.out.hairpin = append(r.out.hairpin, e.IP)
 	}
-	proto := fmt.Sprintf("-p %s -m %s --dport %%d", sp.Protocol, sp.Protocol)
+	b.renderInternal(r)
+	externals := b.externalDestinations(r)
+	if len(externals) == 0 {
+		return r.out
+	}
+	b.renderExternal(r, externals)
+	if sp.ExternalLocal && sp.HealthCheckNodePort != 0 {
+		r.out.filter = append(r.out.filter, fmt.Sprintf("-p tcp -m addrtype --dst-type LOCAL -m tcp --dport %d -j ACCEPT", sp.HealthCheckNodePort))
+	}
+	return r.out
+}
 
-	// Internal traffic: the ClusterIP.
-	if b.cfg.Family.Contains(sp.ClusterIP) {
-		dst := fmt.Sprintf("-d %s %s", b.host(sp.ClusterIP), fmt.Sprintf(proto, sp.Port))
-		internal := cluster
-		if sp.InternalLocal {
-			internal = local
-		}
-		switch {
-		case len(cluster) == 0:
-			p.filter = append(p.filter, dst+" "+b.reject())
-		case len(internal) == 0:
-			p.filter = append(p.filter, dst+" -j DROP")
-			p.noLocalInternal = true
-		default:
-			var rules []string
-			if b.cfg.MasqueradeAll {
-				rules = append(rules, dst+" "+b.mark())
-			} else if len(b.cfg.ClusterCIDRs) > 0 && !sp.InternalLocal {
-				rules = append(rules, dst+" -j "+ChainMarkOffCluster)
-			}
-			rules = append(rules, b.balance(dst, key, internal, sp)...)
-			p.nat = append(p.nat, fragment{bucketChain(bucketOf(sp.ClusterIP)), rules})
-		}
-	}
+// portRender is one service port being rendered: its input, the endpoint sets derived from it,
+// and the rules rendered so far.
+type portRender struct {
+	sp             *ServicePort
+	key            string
+	cluster, local []Endpoint
+	// proto matches the protocol and, through %d, a destination port.
+	proto string
+	out   *portRules
+}
 
-	// External traffic: externalIPs, LoadBalancer IPs and the NodePort.
-	type external struct {
-		chain, match, filterMatch string
-		lbIP                      netip.Addr // LoadBalancer IPs only
+// renderInternal renders the ClusterIP: rejected without endpoints, dropped when
+// internalTrafficPolicy: Local finds none here, else balanced (marked for masquerading when off
+// the cluster CIDRs or with --masquerade-all).
+func (b *Builder) renderInternal(r *portRender) {
+	sp := r.sp
+	if !b.cfg.Family.Contains(sp.ClusterIP) {
+		return
 	}
-	var externals []external
+	dst := fmt.Sprintf("-d %s %s", b.host(sp.ClusterIP), fmt.Sprintf(r.proto, sp.Port))
+	internal := r.cluster
+	if sp.InternalLocal {
+		internal = r.local
+	}
+	switch {
+	case len(r.cluster) == 0:
+		r.out.filter = append(r.out.filter, dst+" "+b.reject())
+	case len(internal) == 0:
+		r.out.filter = append(r.out.filter, dst+" -j DROP")
+		r.out.noLocalInternal = true
+	default:
+		var rules []string
+		if b.cfg.MasqueradeAll {
+			rules = append(rules, dst+" "+b.mark())
+		} else if len(b.cfg.ClusterCIDRs) > 0 && !sp.InternalLocal {
+			rules = append(rules, dst+" -j "+ChainMarkOffCluster)
+		}
+		rules = append(rules, b.balance(dst, r.key, internal, sp)...)
+		r.out.nat = append(r.out.nat, fragment{bucketChain(bucketOf(sp.ClusterIP)), rules})
+	}
+}
+
+// external is one destination of external traffic: the nat chain and match that catch it, the
+// filter match (after DNAT), and the LoadBalancer IP it is (zero for externalIPs and NodePorts).
+type external struct {
+	chain, match, filterMatch string
+	lbIP                      netip.Addr
+}
+
+// externalDestinations lists the port's externalIPs, LoadBalancer IPs and NodePort.
+func (b *Builder) externalDestinations(r *portRender) []external {
+	sp := r.sp
+	var out []external
 	for _, ip := range sp.ExternalIPs {
 		if b.cfg.Family.Contains(ip) {
-			m := fmt.Sprintf("-d %s %s", b.host(ip), fmt.Sprintf(proto, sp.Port))
-			externals = append(externals, external{bucketChain(bucketOf(ip)), m, m, netip.Addr{}})
+			m := fmt.Sprintf("-d %s %s", b.host(ip), fmt.Sprintf(r.proto, sp.Port))
+			out = append(out, external{bucketChain(bucketOf(ip)), m, m, netip.Addr{}})
 		}
 	}
 	for _, ip := range sp.LoadBalancerIPs {
 		if b.cfg.Family.Contains(ip) {
-			m := fmt.Sprintf("-d %s %s", b.host(ip), fmt.Sprintf(proto, sp.Port))
-			externals = append(externals, external{bucketChain(bucketOf(ip)), m, m, ip})
+			m := fmt.Sprintf("-d %s %s", b.host(ip), fmt.Sprintf(r.proto, sp.Port))
+			out = append(out, external{bucketChain(bucketOf(ip)), m, m, ip})
 		}
 	}
 	if sp.NodePort != 0 {
-		m := fmt.Sprintf(proto, sp.NodePort)
+		m := fmt.Sprintf(r.proto, sp.NodePort)
 		local := fmt.Sprintf("-p %s -m addrtype --dst-type LOCAL -m %s --dport %d", sp.Protocol, sp.Protocol, sp.NodePort)
-		externals = append(externals, external{nodePortChain(nodePortBucket(sp.NodePort)), m, local, netip.Addr{}})
+		out = append(out, external{nodePortChain(nodePortBucket(sp.NodePort)), m, local, netip.Addr{}})
 	}
-	if len(externals) == 0 {
-		return p
-	}
-	if sp.ExternalLocal && len(cluster) > 0 {
-		p.chains = b.localChains(key, sp, cluster, local)
-		p.noLocalExternal = len(local) == 0
+	return out
+}
+
+// renderExternal renders the external destinations: rejected without endpoints; with
+// externalTrafficPolicy: Local sent to the port's own chains (dropped when no endpoint is
+// local); otherwise marked and balanced. LoadBalancer IPs get their source ranges.
+func (b *Builder) renderExternal(r *portRender, externals []external) {
+	sp := r.sp
+	if sp.ExternalLocal && len(r.cluster) > 0 {
+		r.out.chains = b.localChains(r.key, sp, r.cluster, r.local)
+		r.out.noLocalExternal = len(r.local) == 0
 	}
 	for _, x := range externals {
 		switch {
-		case len(cluster) == 0:
-			p.filter = append(p.filter, x.filterMatch+" "+b.reject())
+		case len(r.cluster) == 0:
+			r.out.filter = append(r.out.filter, x.filterMatch+" "+b.reject())
 			continue
 		case sp.ExternalLocal:
-			p.nat = append(p.nat, fragment{x.chain, []string{x.match + " -j " + externalChain(key)}})
-			if len(local) == 0 {
+			r.out.nat = append(r.out.nat, fragment{x.chain, []string{x.match + " -j " + externalChain(r.key)}})
+			if len(r.local) == 0 {
 				// Not short-circuited and nowhere to go: the packet leaves nat untouched and is
 				// dropped here, so the load balancer's health check fails over.
-				p.filter = append(p.filter, x.filterMatch+" -j DROP")
+				r.out.filter = append(r.out.filter, x.filterMatch+" -j DROP")
 			}
 		default:
-			rules := append([]string{x.match + " " + b.mark()}, b.balance(x.match, key, cluster, sp)...)
-			p.nat = append(p.nat, fragment{x.chain, rules})
+			rules := append([]string{x.match + " " + b.mark()}, b.balance(x.match, r.key, r.cluster, sp)...)
+			r.out.nat = append(r.out.nat, fragment{x.chain, rules})
 		}
-		if x.lbIP.IsValid() && len(sp.SourceRanges) > 0 {
-			p.filterFirst = append(p.filterFirst, b.sourceRanges(sp, x.lbIP)...)
+		if x.lbIP.IsValid() && (len(sp.SourceRanges) > 0 || sp.SourceRangesInvalid) {
+			r.out.filterFirst = append(r.out.filterFirst, b.sourceRanges(sp, x.lbIP)...)
 		}
 	}
-	if sp.ExternalLocal && sp.HealthCheckNodePort != 0 {
-		p.filter = append(p.filter, fmt.Sprintf("-p tcp -m addrtype --dst-type LOCAL -m tcp --dport %d -j ACCEPT", sp.HealthCheckNodePort))
-	}
-	return p
 }
 
 // localChains are the two chains of an externalTrafficPolicy: Local port: PTC-X-<hash> decides
@@ -459,13 +492,14 @@ func (b *Builder) balance(match, key string, eps []Endpoint, sp *ServicePort) []
 	return out
 }
 
-// sourceRanges admit new connections to an LB IP from the allowed ranges and drop the rest. They
-// run in filter after DNAT, so they match the original destination through conntrack.
+// sourceRanges admit new connections to an LB IP from the allowed ranges and drop the rest (all
+// of them when the ranges are invalid). They run in filter after DNAT, so they match the
+// original destination through conntrack.
 func (b *Builder) sourceRanges(sp *ServicePort, lbIP netip.Addr) []string {
 	orig := fmt.Sprintf("-p %s -m conntrack --ctorigdst %s --ctorigdstport %d", sp.Protocol, lbIP, sp.Port)
 	var out []string
 	for _, r := range sp.SourceRanges {
-		if b.cfg.Family.Contains(r.Addr()) {
+		if !sp.SourceRangesInvalid && b.cfg.Family.Contains(r.Addr()) {
 			out = append(out, fmt.Sprintf("-s %s %s -j RETURN", r.Masked(), orig))
 		}
 	}

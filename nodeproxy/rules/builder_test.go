@@ -282,3 +282,16 @@ func TestBucketMatchesAsIptablesSavePrintsThem(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidSourceRangesDenyEveryone: a port whose source ranges are invalid gets the DROP of
+// its LoadBalancer IP and no RETURN: no source is allowed, none of the ranges it carries either.
+func TestInvalidSourceRangesDenyEveryone(t *testing.T) {
+	sp := &ServicePort{Namespace: "ns", Name: "bad", PortName: "p", Protocol: "tcp", ClusterIP: ip("198.18.0.50"), Port: 80,
+		LoadBalancerIPs: []netip.Addr{ip("198.18.128.50")}, SourceRanges: []netip.Prefix{pfx("198.19.0.0/24")}, SourceRangesInvalid: true,
+		Endpoints: []Endpoint{ep("198.19.1.9", 8080, true)}}
+	filter := build(cfg4(), []*ServicePort{sp}).Ruleset().Tables[TableFilter][ChainServices]
+	want := []string{"-p tcp -m conntrack --ctorigdst 198.18.128.50 --ctorigdstport 80 -j DROP"}
+	if !slices.Equal(filter, want) {
+		t.Errorf("filter rules %q, want only %q", filter, want)
+	}
+}

@@ -17,7 +17,7 @@ const Prefix = "PTC-"
 // JumpComment is the comment on the jump rules the agent keeps in the built-in chains.
 const JumpComment = "portico-agent"
 
-// Chains whose names are fixed (see doc.go of package nodeproxy for the layout).
+// Chains whose names are fixed (see doc.go for the layout).
 const (
 	// ChainServices is the nat dispatch chain (from PREROUTING and OUTPUT) and the filter chain
 	// of rejects, drops and accepts for new connections (from INPUT, FORWARD and OUTPUT).

@@ -10,22 +10,18 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/portico-lb/portico/internal/prereq"
 )
 
 // TestRoundTripThroughIptables restores the rendered rules of rich scenarios (both families,
 // every kind of rule, addresses in bucket 0) into real iptables in a scratch network namespace
 // and reads them back with iptables-save: a full sync over that kernel must write nothing.
 // Rendering must match iptables-save's text exactly, or every full sync rewrites chains.
-// Needs root and iptables; nothing is jumped to, so no packet meets these rules.
+// Needs root and iptables (it fails naming the fix without them, or skips with
+// PORTICO_SKIP_PRIVILEGED=1); nothing is jumped to, so no packet meets these rules.
 func TestRoundTripThroughIptables(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	for _, bin := range []string{"ip", "iptables-restore", "ip6tables-restore"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not installed", bin)
-		}
-	}
+	prereq.RequireRoot(t, prereq.IPRoute2, prereq.IPTables)
 	sweepScratchNamespaces()
 	ns := fmt.Sprintf("%s%d", scratchPrefix, os.Getpid())
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {

@@ -121,3 +121,11 @@ func (p *Provider) Repairs() int {
 	defer p.mu.Unlock()
 	return p.repairs
 }
+
+// WarnWith is a test hook. Every later successful Ensure reports these warnings in its Status
+// (none after WarnWith()), as a provider does for a setting it ignores.
+func (p *Provider) WarnWith(warnings ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.warnings = slices.Clone(warnings)
+}

@@ -71,6 +71,7 @@ type Provider struct {
 	failNext map[string][]error
 	delay    time.Duration
 	repairs  int
+	warnings []string
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -172,7 +173,9 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 		e.drifted = false
 		p.repairs++
 	}
-	return p.status(e), nil
+	st := p.status(e)
+	st.Warnings = slices.Clone(p.warnings)
+	return st, nil
 }
 
 // Get implements providers.Provider.

@@ -13,11 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/portico-lb/portico/providers"
+	"github.com/portico-lb/portico/providers/aws"
+	"github.com/portico-lb/portico/providers/baremetal"
 	"github.com/portico-lb/portico/providers/reference"
 )
 
 // plugins lists every provider Portico can run. Adding a provider is one line here.
 var plugins = []providers.Plugin{
+	aws.Plugin,
+	baremetal.Plugin,
 	reference.Plugin,
 }
 

@@ -1,0 +1,168 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AddressPool is a set of addresses the bare-metal provider hands out to Services of type
+// LoadBalancer, and how they are announced. Pools are cluster-scoped: a cluster admin declares
+// them; serviceAllocation says which Services may use one.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=ap;addrpool,categories=portico
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.spec.addresses`
+// +kubebuilder:printcolumn:name="Auto-Assign",type=boolean,JSONPath=`.spec.autoAssign`
+// +kubebuilder:printcolumn:name="Internal",type=boolean,JSONPath=`.spec.internal`,priority=1
+// +kubebuilder:printcolumn:name="IPv4 Assigned",type=integer,JSONPath=`.status.ipv4.assigned`
+// +kubebuilder:printcolumn:name="IPv4 Available",type=integer,JSONPath=`.status.ipv4.available`
+// +kubebuilder:printcolumn:name="IPv6 Assigned",type=integer,JSONPath=`.status.ipv6.assigned`
+// +kubebuilder:printcolumn:name="IPv6 Available",type=integer,JSONPath=`.status.ipv6.available`
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type AddressPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   AddressPoolSpec   `json:"spec"`
+	Status AddressPoolStatus `json:"status,omitempty"`
+}
+
+// AddressPoolSpec declares the addresses of a pool and who may use them.
+type AddressPoolSpec struct {
+	// Addresses are IPv4 and IPv6 CIDRs ("198.18.10.0/24", "2001:db8:10::/120") and inclusive
+	// ranges of one family ("198.18.10.10-198.18.10.20"). Entries must not overlap each other,
+	// nor another pool's (the younger pool of an overlapping pair is reported Conflict and not
+	// used for new allocations).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=90
+	// +kubebuilder:validation:items:Pattern=`^([0-9a-fA-F:.]+/[0-9]{1,3}|[0-9a-fA-F:.]+ *- *[0-9a-fA-F:.]+)$`
+	Addresses []string `json:"addresses"`
+
+	// AutoAssign lets the pool serve Services that ask for no particular pool or address.
+	// When false the pool only serves Services that name it (portico-lb.io/address-pool) or
+	// request one of its addresses.
+	// +kubebuilder:default=true
+	// +optional
+	AutoAssign *bool `json:"autoAssign,omitempty"`
+
+	// AllowNetworkAndBroadcast hands out the first (network) and last (broadcast) address of
+	// every IPv4 CIDR of the pool that is /30 or larger. By default they are never handed out,
+	// since some clients and routers drop traffic to them. Ranges ("a-b") and IPv6 CIDRs are
+	// used whole either way.
+	// +optional
+	AllowNetworkAndBroadcast bool `json:"allowNetworkAndBroadcast,omitempty"`
+
+	// Internal marks the pool as internal: it serves only Services annotated
+	// portico-lb.io/internal: "true", and such Services are served only by internal pools.
+	// +optional
+	Internal bool `json:"internal,omitempty"`
+
+	// ServiceAllocation restricts the pool to some Services and orders it against other pools.
+	// +optional
+	ServiceAllocation *ServiceAllocation `json:"serviceAllocation,omitempty"`
+
+	// Announce says how the pool's addresses are announced to the network.
+	// +optional
+	Announce Announce `json:"announce,omitempty"`
+}
+
+// ServiceAllocation restricts a pool to some Services and sets its priority.
+type ServiceAllocation struct {
+	// Priority orders the pools a Service may use: the lowest non-zero priority is tried first;
+	// 0 (the default) is tried last. Ties are broken by pool name.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Priority int32 `json:"priority,omitempty"`
+
+	// Namespaces the pool serves, by name. A Service qualifies when its namespace is listed
+	// here or matches NamespaceSelector; when both are empty every namespace qualifies.
+	// +optional
+	// +listType=set
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// NamespaceSelector selects the namespaces the pool serves by their labels.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// ServiceSelector selects the Services the pool serves by their labels; empty selects all.
+	// +optional
+	ServiceSelector *metav1.LabelSelector `json:"serviceSelector,omitempty"`
+}
+
+// Announce says how a pool's addresses are announced.
+type Announce struct {
+	// L2 announces each address from one node with ARP (IPv4) and NDP (IPv6).
+	// +optional
+	L2 *L2Announce `json:"l2,omitempty"`
+
+	// BGP settings belong here (part 2 of the bare-metal work); the field is reserved and has
+	// no effect yet.
+	// +optional
+	BGP *BGPAnnounce `json:"bgp,omitempty"`
+}
+
+// L2Announce selects the nodes and interfaces that may answer ARP/NDP for the pool's addresses.
+type L2Announce struct {
+	// NodeSelector limits the candidate announcing nodes; empty means every node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Interfaces limits announcement to these interface names on the node; empty means the
+	// interfaces that hold an address in the same subnet as the announced address.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=15
+	Interfaces []string `json:"interfaces,omitempty"`
+}
+
+// BGPAnnounce is reserved for BGP announcement settings (part 2). It has no fields yet.
+type BGPAnnounce struct{}
+
+// Condition types of an AddressPool.
+const (
+	// ConditionValid is True when the pool's spec is well formed, False with the problems
+	// otherwise. An invalid pool serves no new allocation; Services keep addresses they hold.
+	ConditionValid = "Valid"
+	// ConditionConflict is True when the pool overlaps an older pool; it then serves no new
+	// allocation. Services keep addresses they hold.
+	ConditionConflict = "Conflict"
+)
+
+// AddressPoolStatus is what the controller observed about a pool.
+type AddressPoolStatus struct {
+	// ObservedGeneration is the generation of the spec this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// IPv4 usage; absent when the pool has no IPv4 address.
+	// +optional
+	IPv4 *FamilyUsage `json:"ipv4,omitempty"`
+	// IPv6 usage; absent when the pool has no IPv6 address.
+	// +optional
+	IPv6 *FamilyUsage `json:"ipv6,omitempty"`
+	// Conditions: Valid and Conflict.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// FamilyUsage counts a pool's addresses of one family. Counts saturate at 2^63-1 (large IPv6
+// pools).
+type FamilyUsage struct {
+	// Assigned is how many of the pool's addresses Services hold.
+	Assigned int64 `json:"assigned"`
+	// Available is how many more addresses can be handed out.
+	Available int64 `json:"available"`
+}
+
+// AddressPoolList is a list of AddressPools.
+//
+// +kubebuilder:object:root=true
+type AddressPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AddressPool `json:"items"`
+}

@@ -1,0 +1,78 @@
+package pool
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/portico-lb/portico/api/v1alpha1"
+	"github.com/portico-lb/portico/providers/baremetal"
+)
+
+func TestDesiredStatus(t *testing.T) {
+	mk := func(name string, age int64, addrs ...string) v1alpha1.AddressPool {
+		return v1alpha1.AddressPool{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 3, CreationTimestamp: metav1.Unix(age, 0)},
+			Spec:       v1alpha1.AddressPoolSpec{Addresses: addrs},
+		}
+	}
+	items := []v1alpha1.AddressPool{
+		mk("good", 1, "198.18.1.0/29", "2001:db8:1::/126"),
+		mk("bad", 2, "198.18.2.0/33"),
+		mk("young", 3, "198.18.1.4/30"),
+	}
+	pools := baremetal.ResolvePools(items)
+	held := []netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.5")}
+	find := func(name string) *baremetal.Pool {
+		for _, p := range pools {
+			if p.Name == name {
+				return p
+			}
+		}
+		t.Fatalf("no pool %s", name)
+		return nil
+	}
+
+	good := DesiredStatus(&items[0], find("good"), held)
+	if good.IPv4 == nil || *good.IPv4 != (v1alpha1.FamilyUsage{Assigned: 2, Available: 4}) {
+		t.Errorf("good IPv4 = %+v, want assigned 2 available 4", good.IPv4)
+	}
+	if good.IPv6 == nil || *good.IPv6 != (v1alpha1.FamilyUsage{Available: 4}) {
+		t.Errorf("good IPv6 = %+v, want available 4", good.IPv6)
+	}
+	if !meta.IsStatusConditionTrue(good.Conditions, v1alpha1.ConditionValid) || meta.IsStatusConditionTrue(good.Conditions, v1alpha1.ConditionConflict) {
+		t.Errorf("good conditions = %+v", good.Conditions)
+	}
+	if good.ObservedGeneration != 3 {
+		t.Errorf("observedGeneration = %d", good.ObservedGeneration)
+	}
+
+	bad := DesiredStatus(&items[1], find("bad"), held)
+	c := meta.FindStatusCondition(bad.Conditions, v1alpha1.ConditionValid)
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "spec.addresses[0]") {
+		t.Errorf("bad Valid condition = %+v", c)
+	}
+
+	young := DesiredStatus(&items[2], find("young"), held)
+	c = meta.FindStatusCondition(young.Conditions, v1alpha1.ConditionConflict)
+	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "good") {
+		t.Errorf("young Conflict condition = %+v", c)
+	}
+	if young.IPv4 == nil || young.IPv4.Available != 0 || young.IPv4.Assigned != 1 {
+		t.Errorf("young IPv4 = %+v, want 1 assigned, nothing available", young.IPv4)
+	}
+
+	// Recomputing an unchanged status changes nothing (status is written only on change).
+	items[0].Status = good
+	if again := DesiredStatus(&items[0], find("good"), held); !equalStatus(again, good) {
+		t.Errorf("recomputed status differs:\n%+v\n%+v", again, good)
+	}
+}
+
+func equalStatus(a, b v1alpha1.AddressPoolStatus) bool {
+	return a.ObservedGeneration == b.ObservedGeneration && *a.IPv4 == *b.IPv4 &&
+		len(a.Conditions) == len(b.Conditions) && a.Conditions[0] == b.Conditions[0] && a.Conditions[1] == b.Conditions[1]
+}

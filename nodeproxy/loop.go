@@ -1,0 +1,146 @@
+package nodeproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/portico-lb/portico/nodeproxy/healthcheck"
+	"github.com/portico-lb/portico/nodeproxy/netfilter"
+	"github.com/portico-lb/portico/nodeproxy/tracker"
+)
+
+// Consumer is one room of the agent driven by the sync loop: the netfilter programmer, the
+// health-check servers, and next the VIP announcers. On every sync each consumer is handed the
+// same tracker.State; see the package doc for the contract.
+type Consumer interface {
+	// Name names the consumer in logs and errors.
+	Name() string
+	// Sync brings what the consumer owns up to date with st. An error makes the loop retry
+	// with back-off, as a full sync for every consumer.
+	Sync(ctx context.Context, st *tracker.State) error
+}
+
+var (
+	_ Consumer = (*netfilter.Proxier)(nil)
+	_ Consumer = (*healthcheck.Servers)(nil)
+)
+
+// syncKey is the single item of the sync queue: every change coalesces into one pending sync.
+const syncKey = "sync"
+
+// changeSource is what the loop needs of the tracker.
+type changeSource interface {
+	Take() (changed map[types.NamespacedName]bool, nodeChanged bool)
+	Restore(changed map[types.NamespacedName]bool)
+}
+
+// syncLoop takes the tracker's changes and hands them to every consumer, one sync at a time, at
+// most one per the limiter's period; a failure puts the changes back and makes the next sync
+// full.
+type syncLoop struct {
+	log       logr.Logger
+	node      string
+	changes   changeSource
+	store     tracker.Store
+	consumers []Consumer
+	queue     workqueue.TypedRateLimitingInterface[string]
+	limiter   *rate.Limiter
+	metrics   *loopMetrics
+	// synced is told about every successful sync (nil: nobody).
+	synced func()
+
+	fullPending atomic.Bool
+}
+
+func newSyncLoop(log logr.Logger, node string, minSyncPeriod time.Duration, m *loopMetrics) *syncLoop {
+	limit := rate.Inf
+	if minSyncPeriod > 0 {
+		limit = rate.Every(minSyncPeriod)
+	}
+	return &syncLoop{
+		log: log, node: node, metrics: m,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "portico-agent-sync"}),
+		limiter: rate.NewLimiter(limit, 1),
+	}
+}
+
+// notify queues a sync (the tracker calls it on every change).
+func (l *syncLoop) notify() {
+	l.metrics.lastQueued.SetToCurrentTime()
+	l.queue.Add(syncKey)
+}
+
+// requestFull queues a full sync (at start and every --sync-period).
+func (l *syncLoop) requestFull() {
+	l.fullPending.Store(true)
+	l.queue.Add(syncKey)
+}
+
+// processNext runs one sync from the queue, at most one per MinSyncPeriod. It reports false
+// when the loop is shut down.
+func (l *syncLoop) processNext(ctx context.Context) bool {
+	key, shutdown := l.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer l.queue.Done(key)
+	if err := l.limiter.Wait(ctx); err != nil {
+		return false
+	}
+	if err := l.sync(ctx); err != nil {
+		l.log.Error(err, "Sync failed; retrying with a full sync")
+		l.fullPending.Store(true)
+		l.queue.AddRateLimited(key)
+		return true
+	}
+	l.queue.Forget(key)
+	return true
+}
+
+// sync is one pass of the loop: take the pending changes, hand the state to every consumer (all
+// of them, even after one failed: the rooms are independent), and on any failure put the
+// changes back for the next, full, sync.
+func (l *syncLoop) sync(ctx context.Context) error {
+	start := time.Now()
+	full := l.fullPending.Swap(false)
+	changed, nodeChanged := l.changes.Take()
+	full = full || nodeChanged
+	st, err := tracker.NewState(l.store, l.node, full, changed)
+	if err != nil {
+		l.changes.Restore(changed)
+		return err
+	}
+	var errs []error
+	for _, c := range l.consumers {
+		if err := c.Sync(ctx, st); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name(), err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		l.changes.Restore(changed)
+		return err
+	}
+	elapsed := time.Since(start).Seconds()
+	l.metrics.syncDuration.Observe(elapsed)
+	if full {
+		l.metrics.fullDuration.Observe(elapsed)
+	} else {
+		l.metrics.partialDuration.Observe(elapsed)
+	}
+	l.metrics.lastSync.SetToCurrentTime()
+	if l.synced != nil {
+		l.synced()
+	}
+	l.log.V(1).Info("Synced", "full", full, "services", len(st.Changed), "seconds", elapsed)
+	return nil
+}

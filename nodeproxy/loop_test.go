@@ -1,0 +1,180 @@
+package nodeproxy
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/nodeproxy/netfilter"
+	"github.com/portico-lb/portico/nodeproxy/netfilter/netfiltertest"
+	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/nodeproxy/tracker"
+)
+
+// loopFixture is the sync loop over a tracker without informers, the real netfilter
+// programmer over the fake netfilter seam, and a recording consumer.
+type loopFixture struct {
+	loop     *syncLoop
+	tracker  *tracker.Tracker
+	fake     *netfiltertest.Fake
+	services cache.Indexer
+	slices   cache.Indexer
+	rec      *recorder
+}
+
+// recorder is a consumer that records the states it is given and fails on demand.
+type recorder struct {
+	states []*tracker.State
+	fail   error
+}
+
+func (r *recorder) Name() string { return "recorder" }
+func (r *recorder) Sync(_ context.Context, st *tracker.State) error {
+	r.states = append(r.states, st)
+	return r.fail
+}
+
+func newLoopFixture(t *testing.T) *loopFixture {
+	f := &loopFixture{
+		fake:     netfiltertest.New(),
+		services: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		slices:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{tracker.SliceServiceIndex: tracker.SliceServiceKey}),
+		rec:      &recorder{},
+	}
+	store := tracker.NewCacheStore("node1", f.services, f.slices, cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	f.loop = newSyncLoop(logr.Discard(), "node1", 0, newLoopMetrics(nil))
+	f.tracker = tracker.NewForStore(store, f.loop.notify)
+	f.loop.changes, f.loop.store = f.tracker, store
+	proxier := netfilter.New(netfilter.Options{Config: config.DefaultAgent(), Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: f.fake}})
+	f.loop.consumers = []Consumer{proxier, f.rec}
+	t.Cleanup(f.loop.queue.ShutDown)
+	return f
+}
+
+// service stores (or updates) a Service at 198.18.0.10 with one endpoint at ep, and marks it.
+func (f *loopFixture) service(name, ep string) types.NamespacedName {
+	_ = f.services.Update(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: "198.18.0.10", ClusterIPs: []string{"198.18.0.10"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
+	port, portName, proto := int32(8080), "http", corev1.ProtocolTCP
+	_ = f.slices.Update(&discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{ep}}},
+	})
+	key := types.NamespacedName{Namespace: "ns", Name: name}
+	f.tracker.Mark(key)
+	return key
+}
+
+func (f *loopFixture) bucket() string {
+	rs, _ := f.fake.Chain(rules.TableNAT, "PTC-SVC-0A")
+	return strings.Join(rs, "\n")
+}
+
+// TestSyncLoopFullThenPartial: the first sync is full (every Service, the kernel read); later
+// changes are partial (the changed Services only, nothing read).
+func TestSyncLoopFullThenPartial(t *testing.T) {
+	ctx := context.Background()
+	f := newLoopFixture(t)
+	f.service("web", "198.19.1.2")
+	f.service("db", "198.19.1.3")
+	f.loop.requestFull()
+	if !f.loop.processNext(ctx) {
+		t.Fatal("loop shut down")
+	}
+	st := f.rec.states[0]
+	if !st.Full || len(st.Changed) != 2 {
+		t.Fatalf("first sync: full=%v changed=%v, want full over both Services", st.Full, st.Changed)
+	}
+	if _, saves := f.fake.Calls(); saves != 1 {
+		t.Errorf("first sync read the kernel %d times, want 1", saves)
+	}
+
+	web := f.service("web", "198.19.1.9")
+	if !f.loop.processNext(ctx) {
+		t.Fatal("loop shut down")
+	}
+	st = f.rec.states[1]
+	if st.Full || len(st.Changed) != 1 || st.Changed[0] != web {
+		t.Errorf("second sync: full=%v changed=%v, want partial over web", st.Full, st.Changed)
+	}
+	if _, saves := f.fake.Calls(); saves != 1 {
+		t.Errorf("a partial sync read the kernel (saves %d)", saves)
+	}
+	if !strings.Contains(f.bucket(), "198.19.1.9:8080") {
+		t.Errorf("bucket %q lacks the new endpoint", f.bucket())
+	}
+}
+
+// TestSyncLoopRestoreFailure: a failed restore puts the pending changes back into the tracker
+// and the next sync is full, which programs them.
+func TestSyncLoopRestoreFailure(t *testing.T) {
+	ctx := context.Background()
+	f := newLoopFixture(t)
+	f.service("web", "198.19.1.2")
+	f.loop.requestFull()
+	f.loop.processNext(ctx)
+
+	web := f.service("web", "198.19.1.9")
+	f.fake.FailRestores = 1
+	f.loop.processNext(ctx) // fails; re-queued with back-off
+	if pending := f.tracker.Pending(); !pending[web] {
+		t.Errorf("pending changes after a failed sync: %v, want web put back", pending)
+	}
+	if !f.loop.fullPending.Load() {
+		t.Error("a failed sync did not ask for a full sync")
+	}
+	if len(f.rec.states) != 2 {
+		t.Errorf("the other consumers were not run on the failed sync: %d syncs recorded", len(f.rec.states))
+	}
+
+	_, saves := f.fake.Calls()
+	if err := f.loop.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.rec.states[len(f.rec.states)-1]; !st.Full {
+		t.Error("the sync after a failure was not full")
+	}
+	if _, s := f.fake.Calls(); s != saves+1 {
+		t.Errorf("the full sync did not read the kernel: saves %d -> %d", saves, s)
+	}
+	if !strings.Contains(f.bucket(), "198.19.1.9:8080") {
+		t.Errorf("bucket %q lacks the change of the failed sync", f.bucket())
+	}
+	if pending := f.tracker.Pending(); len(pending) != 0 {
+		t.Errorf("changes still pending after a successful sync: %v", pending)
+	}
+}
+
+// TestSyncLoopConsumerFailure: any consumer's failure (an announcer's, say) is retried like the
+// netfilter programmer's, as a full sync, and names the consumer.
+func TestSyncLoopConsumerFailure(t *testing.T) {
+	ctx := context.Background()
+	f := newLoopFixture(t)
+	web := f.service("web", "198.19.1.2")
+	f.rec.fail = errors.New("announce failed")
+	err := f.loop.sync(ctx)
+	if err == nil || !strings.Contains(err.Error(), "recorder: announce failed") {
+		t.Fatalf("sync error %v, want the consumer's, named", err)
+	}
+	if !f.tracker.Pending()[web] {
+		t.Error("changes not put back after a consumer failed")
+	}
+	f.rec.fail = nil
+	f.loop.requestFull()
+	f.loop.processNext(ctx)
+	if st := f.rec.states[len(f.rec.states)-1]; !st.Full || len(st.Changed) != 1 {
+		t.Errorf("retry: full=%v changed=%v", st.Full, st.Changed)
+	}
+}

@@ -1,0 +1,318 @@
+package membership
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"maps"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/hashicorp/memberlist"
+)
+
+// DefaultPort is memberlist's usual port (TCP and UDP), as MetalLB uses it.
+const DefaultPort = 7946
+
+// Timings are memberlist's failure-detector settings (see the package doc for the math).
+type Timings struct {
+	ProbeInterval           time.Duration
+	ProbeTimeout            time.Duration
+	SuspicionMult           int
+	SuspicionMaxTimeoutMult int
+	GossipInterval          time.Duration
+}
+
+// DefaultTimings are tuned for sub-second detection on one LAN.
+func DefaultTimings() Timings {
+	return Timings{
+		ProbeInterval:           100 * time.Millisecond,
+		ProbeTimeout:            50 * time.Millisecond,
+		SuspicionMult:           4,
+		SuspicionMaxTimeoutMult: 2,
+		GossipInterval:          50 * time.Millisecond,
+	}
+}
+
+// Config configures a member.
+type Config struct {
+	// NodeName is this member's name: the Node's name.
+	NodeName string
+	// BindAddr is the node IP to listen on and advertise.
+	BindAddr netip.Addr
+	// Port is the TCP and UDP port (DefaultPort).
+	Port int
+	// SecretKey encrypts the gossip; nil sends it in the clear. See LoadSecretKey.
+	SecretKey []byte
+	// Timings of the failure detector (DefaultTimings).
+	Timings Timings
+	// RejoinInterval is how often peers missing from the view are joined again.
+	RejoinInterval time.Duration
+	// Log receives memberlist's messages, its debug ones at V(1).
+	Log logr.Logger
+}
+
+// DefaultConfig returns the defaults; NodeName and BindAddr have none.
+func DefaultConfig() Config {
+	return Config{Port: DefaultPort, Timings: DefaultTimings(), RejoinInterval: 5 * time.Second}
+}
+
+// Validate returns every problem of c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("membership: node name is empty"))
+	}
+	if !c.BindAddr.IsValid() || c.BindAddr.IsUnspecified() {
+		errs = append(errs, fmt.Errorf("membership: bind address %q is not a node IP", c.BindAddr))
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("membership: port %d not in 1..65535", c.Port))
+	}
+	if n := len(c.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		errs = append(errs, fmt.Errorf("membership: secret key is %d bytes, want 16, 24 or 32", n))
+	}
+	t := c.Timings
+	if t.ProbeInterval <= 0 || t.ProbeTimeout <= 0 || t.ProbeTimeout >= t.ProbeInterval {
+		errs = append(errs, fmt.Errorf("membership: want 0 < probe timeout (%v) < probe interval (%v)", t.ProbeTimeout, t.ProbeInterval))
+	}
+	if t.SuspicionMult < 1 || t.SuspicionMaxTimeoutMult < 1 || t.GossipInterval <= 0 {
+		errs = append(errs, errors.New("membership: suspicion multipliers and gossip interval must be positive"))
+	}
+	if c.RejoinInterval <= 0 {
+		errs = append(errs, fmt.Errorf("membership: rejoin interval %v is not positive", c.RejoinInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// LoadSecretKey reads a secret from path and returns the 32-byte key derived from it (SHA-256
+// of the contents, surrounding white space removed).
+func LoadSecretKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading membership secret: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return nil, fmt.Errorf("membership secret %s is empty", path)
+	}
+	k := sha256.Sum256(b)
+	return k[:], nil
+}
+
+// Membership is a running member and its view of the alive nodes.
+type Membership struct {
+	cfg  Config
+	list *memberlist.Memberlist
+
+	mu      sync.Mutex
+	alive   map[string]bool
+	peers   []netip.Addr
+	changed chan struct{}
+
+	stopOnce sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+// Start creates the member and starts the rejoin loop; the view holds only this node until
+// SetPeers (or a peer's join) brings in the others. It must run in the network namespace of
+// cfg.BindAddr.
+func Start(cfg Config) (*Membership, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Membership{
+		cfg:     cfg,
+		alive:   map[string]bool{},
+		changed: make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeName
+	mc.BindAddr = cfg.BindAddr.String()
+	mc.BindPort = cfg.Port
+	mc.AdvertiseAddr = cfg.BindAddr.String()
+	mc.AdvertisePort = cfg.Port
+	mc.SecretKey = cfg.SecretKey
+	mc.ProbeInterval = cfg.Timings.ProbeInterval
+	mc.ProbeTimeout = cfg.Timings.ProbeTimeout
+	mc.SuspicionMult = cfg.Timings.SuspicionMult
+	mc.SuspicionMaxTimeoutMult = cfg.Timings.SuspicionMaxTimeoutMult
+	mc.GossipInterval = cfg.Timings.GossipInterval
+	mc.Events = (*events)(m)
+	mc.Logger = log.New(logWriter{cfg.Log}, "", 0)
+	list, err := memberlist.Create(mc)
+	if err != nil {
+		return nil, fmt.Errorf("starting membership on %s: %w", netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.Port)), err)
+	}
+	m.list = list
+	go m.rejoinLoop()
+	return m, nil
+}
+
+// Alive returns a copy of the view: the names of the nodes alive now, this one included.
+func (m *Membership) Alive() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.alive)
+}
+
+// IsAlive reports whether node is in the view.
+func (m *Membership) IsAlive(node string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.alive[node]
+}
+
+// Changes receives a value after the view changed; several changes may coalesce into one.
+// Read the view with Alive.
+func (m *Membership) Changes() <-chan struct{} { return m.changed }
+
+// SetPeers replaces the addresses of the other members (Node InternalIPs of the family of
+// BindAddr; this node's own address is ignored) and joins those not yet in the member list.
+func (m *Membership) SetPeers(peers []netip.Addr) {
+	m.mu.Lock()
+	m.peers = nil
+	for _, p := range peers {
+		if p != m.cfg.BindAddr {
+			m.peers = append(m.peers, p)
+		}
+	}
+	m.mu.Unlock()
+	m.rejoin()
+}
+
+// rejoin joins the peers whose address no alive member has.
+func (m *Membership) rejoin() {
+	m.mu.Lock()
+	peers := m.peers
+	m.mu.Unlock()
+	known := map[netip.Addr]bool{}
+	for _, n := range m.list.Members() {
+		if a, ok := netip.AddrFromSlice(n.Addr); ok {
+			known[a.Unmap()] = true
+		}
+	}
+	var join []string
+	for _, p := range peers {
+		if !known[p] {
+			join = append(join, netip.AddrPortFrom(p, uint16(m.cfg.Port)).String())
+		}
+	}
+	if len(join) == 0 {
+		return
+	}
+	// Unreachable peers are normal (nodes down); the next round tries again.
+	if n, err := m.list.Join(join); err != nil {
+		m.cfg.Log.V(1).Info("Joining membership peers", "peers", join, "joined", n, "err", err.Error())
+	}
+}
+
+func (m *Membership) rejoinLoop() {
+	defer close(m.done)
+	t := time.NewTicker(m.cfg.RejoinInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			m.rejoin()
+		}
+	}
+}
+
+// Stop leaves the cluster gracefully (waiting up to timeout for the news to spread), then shuts
+// the member down. The other members drop this node at once.
+func (m *Membership) Stop(timeout time.Duration) error {
+	var err error
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		<-m.done
+		if lerr := m.list.Leave(timeout); lerr != nil {
+			err = fmt.Errorf("leaving membership: %w", lerr)
+		}
+		err = errors.Join(err, m.shutdown())
+	})
+	return err
+}
+
+// Abort shuts the member down without leaving, as a crash would: the others notice it only by
+// failed probes. It ends every goroutine of the member.
+func (m *Membership) Abort() error {
+	var err error
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		<-m.done
+		err = m.shutdown()
+	})
+	return err
+}
+
+func (m *Membership) shutdown() error {
+	if err := m.list.Shutdown(); err != nil {
+		return fmt.Errorf("shutting down membership: %w", err)
+	}
+	return nil
+}
+
+// events is the memberlist EventDelegate. memberlist calls it under its own locks: it only
+// updates the view and signals without blocking.
+type events Membership
+
+func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).set(n.Name, true) }
+func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).set(n.Name, false) }
+func (e *events) NotifyUpdate(n *memberlist.Node) {}
+
+func (m *Membership) set(name string, alive bool) {
+	m.mu.Lock()
+	if m.alive[name] == alive {
+		m.mu.Unlock()
+		return
+	}
+	if alive {
+		m.alive[name] = true
+	} else {
+		delete(m.alive, name)
+	}
+	m.mu.Unlock()
+	m.cfg.Log.Info("Membership view changed", "node", name, "alive", alive)
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// logWriter turns memberlist's "[LEVEL] memberlist: text" lines into logr calls.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(b []byte) (int, error) {
+	line := strings.TrimSpace(string(b))
+	level, msg := "", line
+	if rest, ok := strings.CutPrefix(line, "["); ok {
+		if l, m, ok := strings.Cut(rest, "]"); ok {
+			level, msg = l, strings.TrimSpace(m)
+		}
+	}
+	switch level {
+	case "DEBUG", "TRACE":
+		w.log.V(1).Info(msg)
+	default:
+		w.log.Info(msg, "severity", level)
+	}
+	return len(b), nil
+}
+
+var (
+	_ io.Writer                = logWriter{}
+	_ memberlist.EventDelegate = (*events)(nil)
+)

@@ -1,0 +1,353 @@
+package netfilter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/nodeproxy/serviceports"
+	"github.com/portico-lb/portico/nodeproxy/tracker"
+)
+
+// Options configure a Proxier.
+type Options struct {
+	// Config is the agent's configuration: masquerading, cluster CIDRs, NodePort addresses.
+	Config config.Agent
+	// Netfilters are the iptables of each family to program; a family without one is left
+	// alone. Required.
+	Netfilters map[rules.Family]Netfilter
+	// Conntrack deletes stale UDP entries after a sync; nil skips that.
+	Conntrack Conntrack
+	// Registerer registers the Proxier's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// FamilySynced is told the outcome of each family's part of every sync (nil: nobody).
+	FamilySynced func(rules.Family, error)
+}
+
+// Proxier programs Services into netfilter: one familyProxier per IP family, each rendering
+// with package rules and applying one iptables-restore per sync. It is a consumer of the
+// agent's sync loop.
+type Proxier struct {
+	families     []*familyProxier
+	metrics      *Metrics
+	familySynced func(rules.Family, error)
+}
+
+// New returns a Proxier for opts.Netfilters' families (IPv4 first).
+func New(opts Options) *Proxier {
+	p := &Proxier{metrics: NewMetrics(opts.Registerer), familySynced: opts.FamilySynced}
+	if p.familySynced == nil {
+		p.familySynced = func(rules.Family, error) {}
+	}
+	cfg := opts.Config
+	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
+		nf := opts.Netfilters[fam]
+		if nf == nil {
+			continue
+		}
+		p.families = append(p.families, &familyProxier{
+			family: fam, nf: nf, ct: opts.Conntrack, metrics: p.metrics,
+			baseCfg: rules.Config{
+				Family:         fam,
+				MasqueradeMark: 1 << cfg.MasqueradeBit,
+				MasqueradeAll:  cfg.MasqueradeAll,
+				ClusterCIDRs:   familyPrefixes(cfg.ClusterCIDRs, fam),
+			},
+			npCIDRs:   familyPrefixes(cfg.NodePortAddresses, fam),
+			npPrimary: slices.Contains(cfg.NodePortAddresses, config.NodePortPrimary),
+		})
+	}
+	return p
+}
+
+// Name names the consumer in logs.
+func (p *Proxier) Name() string { return "netfilter" }
+
+// Families are the IP families the Proxier programs.
+func (p *Proxier) Families() []rules.Family {
+	out := make([]rules.Family, len(p.families))
+	for i, f := range p.families {
+		out[i] = f.family
+	}
+	return out
+}
+
+// Sync brings every family's rules up to date with st: the changed Services only, or all of
+// them when st.Full (or when a family's last restore failed). Every family is attempted; the
+// error joins the failed ones', and the loop answers it with a full sync.
+func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
+	log := logr.FromContextOrDiscard(ctx)
+	var errs []error
+	noLocalExternal, noLocalInternal := 0, 0
+	for _, f := range p.families {
+		res, err := f.sync(ctx, st)
+		p.familySynced(f.family, err)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(res.repaired) > 0 {
+			log.V(1).Info("Full sync wrote chains (first sync or drift)", "family", f.family.String(), "chains", res.repaired)
+		}
+		noLocalExternal += res.noLocalExternal
+		noLocalInternal += res.noLocalInternal
+		kind := "partial"
+		if res.full {
+			kind = "full"
+		}
+		p.metrics.chainsRestored.WithLabelValues(f.family.String(), kind).Add(float64(res.chainsWritten))
+		p.metrics.rules.WithLabelValues(f.family.String(), rules.TableNAT).Set(float64(res.nat))
+		p.metrics.rules.WithLabelValues(f.family.String(), rules.TableFilter).Set(float64(res.filt))
+		log.V(1).Info("Programmed rules", "family", f.family.String(), "full", res.full, "chainsWritten", res.chainsWritten)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(noLocalExternal))
+	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(noLocalInternal))
+	return nil
+}
+
+// HealthCheckAddresses is where healthCheckNodePorts listen, like NodePorts: nil (every
+// address) unless --nodeport-addresses restricts a family; then the addresses it selected for
+// that family at the last full sync, and the unspecified address (the family's wildcard) for an
+// unrestricted one.
+func (p *Proxier) HealthCheckAddresses() []netip.Addr {
+	var out []netip.Addr
+	restricted := false
+	for _, f := range p.families {
+		switch {
+		case f.nodePorts != nil:
+			restricted = true
+			out = append(out, f.nodePorts...)
+		case f.family == rules.IPv6:
+			out = append(out, netip.IPv6Unspecified())
+		default:
+			out = append(out, netip.IPv4Unspecified())
+		}
+	}
+	if !restricted {
+		return nil
+	}
+	if out == nil {
+		out = []netip.Addr{} // restricted to no address: no listener
+	}
+	return out
+}
+
+func familyPrefixes(list []string, f rules.Family) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range config.Prefixes(list) {
+		if f.Contains(p.Addr()) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// familyProxier holds one IP family's state: the rendered service ports and what the last
+// successful restore wrote.
+type familyProxier struct {
+	family    rules.Family
+	nf        Netfilter
+	ct        Conntrack
+	metrics   *Metrics
+	baseCfg   rules.Config
+	npCIDRs   []netip.Prefix // NodePorts answer on local addresses in these...
+	npPrimary bool           // ...and on the Node's primary IP of the family
+	builder   *rules.Builder
+	ports     map[types.NamespacedName][]*rules.ServicePort
+	applied   *rules.Ruleset // nil: the kernel's state is unknown, the next sync is full
+	// nodePorts is where the last full sync made NodePorts answer: nil for every local address.
+	nodePorts []netip.Addr
+	jumpsDone bool
+}
+
+// syncResult describes one family's sync for metrics.
+type syncResult struct {
+	full      bool
+	nat, filt int
+	// noLocalExternal and noLocalInternal count the ports whose Local traffic policy (external,
+	// internal) finds no local endpoint.
+	noLocalExternal, noLocalInternal int
+	// chainsWritten counts the chains the sync's restore wrote or deleted (0: nothing restored).
+	chainsWritten int
+	// repaired names (up to 10 of) the chains a full sync wrote: all on the first, drifted ones after.
+	repaired []string
+}
+
+// sync brings the family's rules up to date for st's changed Services (all of them on a full
+// sync), in one iptables-restore, then removes stale UDP conntrack entries. Its steps: start
+// afresh on a full sync, render the changed Services, compute the restore input (against the
+// kernel's chains on a full sync, against the last applied ruleset otherwise), restore, make
+// sure the jumps exist, delete stale conntrack entries.
+func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult, error) {
+	full := st.Full || p.applied == nil
+	if full {
+		if err := p.reset(st); err != nil {
+			return syncResult{}, err
+		}
+	}
+	keys := st.Changed
+	if full && !st.Full {
+		// This family's kernel state is unknown (its last sync failed) while the loop asked
+		// for a partial sync: render every Service, not only the changed ones.
+		all, err := st.Store.Services()
+		if err != nil {
+			return syncResult{}, err
+		}
+		keys = all
+	}
+	stale, err := p.render(st, keys)
+	if err != nil {
+		return syncResult{}, err
+	}
+	rs := p.builder.Ruleset()
+	input, saved, err := p.restoreInput(ctx, rs, full)
+	if err != nil {
+		return syncResult{}, err
+	}
+	if err := p.restore(ctx, input, full); err != nil {
+		return syncResult{}, err
+	}
+	p.applied = rs
+	if err := p.ensureJumps(saved, full); err != nil {
+		return syncResult{}, err
+	}
+	p.deleteStaleConntrack(ctx, stale)
+
+	res := syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter),
+		chainsWritten: rules.ChainsWritten(input)}
+	if full && input != nil {
+		res.repaired = rules.WrittenChains(input, 10)
+	}
+	res.noLocalExternal, res.noLocalInternal = p.builder.NoLocalEndpoints()
+	return res, nil
+}
+
+// reset starts a full sync: a new Builder, with the NodePort addresses read again.
+func (p *familyProxier) reset(st *tracker.State) error {
+	cfg := p.baseCfg
+	if len(p.npCIDRs) > 0 || p.npPrimary {
+		addrs, err := localAddresses(p.family, p.npCIDRs)
+		if err != nil {
+			return err
+		}
+		if p.npPrimary {
+			if ip, ok := primaryIP(st.Node, p.family); ok && !slices.Contains(addrs, ip) {
+				addrs = append(addrs, ip)
+			}
+		}
+		cfg.NodePortsRestricted, cfg.NodePortAddresses = true, addrs
+	}
+	p.nodePorts = nil
+	if cfg.NodePortsRestricted {
+		p.nodePorts = append([]netip.Addr{}, cfg.NodePortAddresses...)
+	}
+	p.builder = rules.NewBuilder(cfg)
+	p.ports = map[types.NamespacedName][]*rules.ServicePort{}
+	return nil
+}
+
+// render replaces the ports of the Services keys in the Builder and collects the UDP
+// destinations whose conntrack entries may now be stale.
+func (p *familyProxier) render(st *tracker.State, keys []types.NamespacedName) (*StaleUDP, error) {
+	stale := newStaleUDP()
+	node := serviceports.NodeOf(st.NodeName, st.Node)
+	for _, key := range keys {
+		svc, slices, err := st.Service(key)
+		if err != nil {
+			return nil, err
+		}
+		for _, old := range p.ports[key] {
+			p.builder.Delete(old.Key())
+			gone := *old
+			gone.Endpoints = nil
+			stale.add(&gone)
+		}
+		delete(p.ports, key)
+		if svc == nil {
+			continue
+		}
+		ports := serviceports.ServicePorts(svc, slices, node, p.family)
+		for _, sp := range ports {
+			p.builder.Set(sp)
+			stale.add(sp)
+		}
+		if len(ports) > 0 {
+			p.ports[key] = ports
+		}
+	}
+	return stale, nil
+}
+
+// restoreInput is the transaction to restore: on a full sync the difference from what the
+// kernel holds (without drift, nothing), otherwise the difference from the last applied
+// ruleset. saved is the kernel's state read on a full sync (nil otherwise).
+func (p *familyProxier) restoreInput(ctx context.Context, rs *rules.Ruleset, full bool) (input []byte, saved rules.Saved, err error) {
+	if !full {
+		return rules.RestoreInput(p.applied, rs, nil), nil, nil
+	}
+	if saved, err = p.nf.Save(ctx); err != nil {
+		p.applied = nil
+		return nil, nil, err
+	}
+	return rules.RestoreInput(nil, rs, saved), saved, nil
+}
+
+// restore applies input (nil: nothing to do). On failure the kernel's state is unknown: the
+// next sync of the family is full.
+func (p *familyProxier) restore(ctx context.Context, input []byte, full bool) error {
+	if input == nil {
+		return nil
+	}
+	if err := p.nf.Restore(ctx, input); err != nil {
+		p.applied = nil
+		p.metrics.restoreFailures.Inc()
+		if !full {
+			p.metrics.partialRestoreFailures.Inc()
+		}
+		return fmt.Errorf("restoring %s rules: %w", p.family, err)
+	}
+	return nil
+}
+
+// ensureJumps inserts the jumps from the built-in chains on the first sync and on every full
+// sync, skipping those iptables-save showed present.
+func (p *familyProxier) ensureJumps(saved rules.Saved, full bool) error {
+	if !full && p.jumpsDone {
+		return nil
+	}
+	for _, j := range rules.Jumps() {
+		if saved != nil && saved.HasJump(j) {
+			continue
+		}
+		if err := p.nf.EnsureJump(j); err != nil {
+			p.applied, p.jumpsDone = nil, false
+			return err
+		}
+	}
+	p.jumpsDone = true
+	return nil
+}
+
+// deleteStaleConntrack removes UDP entries that no longer lead where the rules send new
+// packets. A failure is logged, not returned: the rules are right, and a later change retries.
+func (p *familyProxier) deleteStaleConntrack(ctx context.Context, stale *StaleUDP) {
+	if stale.empty() || p.ct == nil {
+		return
+	}
+	n, err := p.ct.DeleteUDP(p.family, stale)
+	p.metrics.conntrackDeleted.Add(float64(n))
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "Cannot delete stale UDP conntrack entries", "family", p.family)
+	}
+}

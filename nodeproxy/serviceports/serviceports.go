@@ -1,0 +1,170 @@
+package serviceports
+
+import (
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/portico-lb/portico/controllers/servicemodel"
+	"github.com/portico-lb/portico/nodeproxy/rules"
+)
+
+// Node is what ServicePorts needs to know of the agent's node.
+type Node struct {
+	Name string
+	// Zone is the Node's topology.kubernetes.io/zone label ("" when unset).
+	Zone string
+}
+
+// NodeOf describes n (a nil Node is known by name only).
+func NodeOf(name string, n *corev1.Node) Node {
+	out := Node{Name: name}
+	if n != nil {
+		out.Zone = n.Labels[corev1.LabelTopologyZone]
+	}
+	return out
+}
+
+// ServicePorts turns a Service and its EndpointSlices into the service ports of one family that
+// the agent programs on node. Headless and ExternalName Services have none. Pure.
+//
+// The source ranges and the affinity timeout are servicemodel's, as the controller applies
+// them: spec.loadBalancerSourceRanges, else the load-balancer-source-ranges annotation. When
+// they are invalid (the controller reports the Service as InvalidSpec), the ports are marked
+// SourceRangesInvalid and no source may reach the LoadBalancer IPs: enforcing the valid items
+// alone, or none, would open what the user meant to restrict.
+func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node Node, family rules.Family) []*rules.ServicePort {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil
+	}
+	var clusterIP netip.Addr
+	for _, s := range svc.Spec.ClusterIPs {
+		if a, err := netip.ParseAddr(s); err == nil && family.Contains(a) {
+			clusterIP = a
+		}
+	}
+	if !clusterIP.IsValid() {
+		return nil // headless, or not of this family
+	}
+	external := parseAddrs(svc.Spec.ExternalIPs, family)
+	var lbIPs []netip.Addr
+	var ranges []netip.Prefix
+	rangesInvalid := false
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			// ipMode Proxy: the load balancer delivers to the node, not to the VIP.
+			if ing.IPMode != nil && *ing.IPMode == corev1.LoadBalancerIPModeProxy {
+				continue
+			}
+			if a, err := netip.ParseAddr(ing.IP); err == nil && family.Contains(a) {
+				lbIPs = append(lbIPs, a)
+			}
+		}
+		all, errs := servicemodel.SourceRanges(svc)
+		rangesInvalid = len(errs) > 0
+		if !rangesInvalid {
+			for _, p := range all {
+				if family.Contains(p.Addr()) {
+					ranges = append(ranges, p)
+				}
+			}
+		}
+	}
+	affinity := int(servicemodel.AffinityTimeout(svc).Seconds())
+	externalLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
+
+	var out []*rules.ServicePort
+	for _, p := range svc.Spec.Ports {
+		sp := &rules.ServicePort{
+			Namespace: svc.Namespace, Name: svc.Name, PortName: p.Name,
+			Protocol:  strings.ToLower(string(p.Protocol)),
+			ClusterIP: clusterIP, Port: uint16(p.Port), NodePort: uint16(p.NodePort),
+			ExternalIPs: external, LoadBalancerIPs: lbIPs, SourceRanges: ranges, SourceRangesInvalid: rangesInvalid,
+			ExternalLocal: externalLocal, InternalLocal: internalLocal,
+			AffinitySeconds: affinity,
+		}
+		if sp.Protocol == "" {
+			sp.Protocol = "tcp"
+		}
+		if externalLocal {
+			sp.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
+		}
+		sp.Endpoints = endpointsFor(p, slices, node, family)
+		out = append(out, sp)
+	}
+	return out
+}
+
+// endpointsFor collects the endpoints of one service port from the slices of family: the
+// port is matched by name and protocol, so named target ports resolve per endpoint. Topology
+// hints are applied (see applyTopology).
+func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, node Node, family rules.Family) []rules.Endpoint {
+	proto := p.Protocol
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	var out []rules.Endpoint
+	var hints []*discoveryv1.EndpointHints // out[i]'s hints
+	for _, s := range slices {
+		if !sliceFamily(s.AddressType, family) {
+			continue
+		}
+		var port int32 = -1
+		for _, sp := range s.Ports {
+			spProto := corev1.ProtocolTCP
+			if sp.Protocol != nil {
+				spProto = *sp.Protocol
+			}
+			name := ""
+			if sp.Name != nil {
+				name = *sp.Name
+			}
+			if name == p.Name && spProto == proto && sp.Port != nil {
+				port = *sp.Port
+			}
+		}
+		if port < 0 {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if len(e.Addresses) == 0 {
+				continue
+			}
+			a, err := netip.ParseAddr(e.Addresses[0])
+			if err != nil || !family.Contains(a) {
+				continue
+			}
+			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+			serving := ready
+			if e.Conditions.Serving != nil {
+				serving = *e.Conditions.Serving
+			}
+			terminating := e.Conditions.Terminating != nil && *e.Conditions.Terminating
+			out = append(out, rules.Endpoint{
+				IP: a, Port: uint16(port),
+				Ready: ready && !terminating, Serving: serving, Terminating: terminating,
+				Local: e.NodeName != nil && *e.NodeName == node.Name,
+			})
+			hints = append(hints, e.Hints)
+		}
+	}
+	applyTopology(out, hints, node)
+	return out
+}
+
+func sliceFamily(t discoveryv1.AddressType, f rules.Family) bool {
+	return (t == discoveryv1.AddressTypeIPv4 && f == rules.IPv4) || (t == discoveryv1.AddressTypeIPv6 && f == rules.IPv6)
+}
+
+func parseAddrs(list []string, f rules.Family) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range list {
+		if a, err := netip.ParseAddr(s); err == nil && f.Contains(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}

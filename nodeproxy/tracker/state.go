@@ -1,0 +1,157 @@
+package tracker
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/portico-lb/portico/controllers/servicemodel"
+)
+
+// State is what every consumer of the sync loop sees on one sync: which Services changed and
+// read access to the current tracked objects. It is only valid during the Sync call it is
+// passed to, and everything it returns is shared with the informer caches: read-only.
+type State struct {
+	// NodeName is this node's name.
+	NodeName string
+	// Node is this node's Node object, nil when it does not exist (yet).
+	Node *corev1.Node
+	// Full is set when every Service must be considered (at start, after any consumer failed,
+	// on the periodic resync, when the node's addresses or zone changed); Changed then lists
+	// every Service.
+	Full bool
+	// Changed are the Services changed since the last successful sync, sorted; a Service that
+	// is gone is listed and Service reports it as nil.
+	Changed []types.NamespacedName
+	// Store reads the tracked objects.
+	Store Store
+}
+
+// Store is read access to the tracked objects (the informer caches).
+type Store interface {
+	// Service returns the Service and its EndpointSlices, or a nil Service when it is gone.
+	Service(key types.NamespacedName) (*corev1.Service, []*discoveryv1.EndpointSlice, error)
+	// Services lists every Service's key, sorted.
+	Services() ([]types.NamespacedName, error)
+	// Node returns this node, or nil.
+	Node() *corev1.Node
+}
+
+// NodeEligible reports whether this node is a load-balancer backend by the controller's rule
+// (servicemodel.NodeEligible: known, not being deleted, no exclude-from-external-load-balancers
+// label): a node that is not should not attract load-balancer traffic, e.g. by announcing VIPs.
+func (s *State) NodeEligible() bool {
+	return s.Node != nil && servicemodel.NodeEligible(s.Node)
+}
+
+// Service returns the Service key and its EndpointSlices (nil Service when it is gone).
+func (s *State) Service(key types.NamespacedName) (*corev1.Service, []*discoveryv1.EndpointSlice, error) {
+	return s.Store.Service(key)
+}
+
+// NewState reads a consistent-enough view for one sync: the node, and every Service key when
+// full, else changed.
+func NewState(store Store, nodeName string, full bool, changed map[types.NamespacedName]bool) (*State, error) {
+	st := &State{NodeName: nodeName, Node: store.Node(), Full: full, Store: store}
+	if full {
+		all, err := store.Services()
+		if err != nil {
+			return nil, err
+		}
+		st.Changed = all
+		return st, nil
+	}
+	for k := range changed {
+		st.Changed = append(st.Changed, k)
+	}
+	slices.SortFunc(st.Changed, compareKeys)
+	return st, nil
+}
+
+var _ Store = (*CacheStore)(nil)
+
+// CacheStore is a Store over informer indexers.
+type CacheStore struct {
+	node     string
+	services corelisters.ServiceLister
+	// slicesByService indexes EndpointSlices by SliceServiceIndex: a lister's label-selector
+	// List scans every slice of the namespace, which made a full sync quadratic (10,000
+	// Services: 10^8 label matches per family).
+	slicesByService cache.Indexer
+	nodes           corelisters.NodeLister
+}
+
+// NewCacheStore reads Services from services, EndpointSlices from slices (which must have the
+// SliceServiceIndex) and the Node named node from nodes.
+func NewCacheStore(node string, services, slices, nodes cache.Indexer) *CacheStore {
+	return &CacheStore{node: node, services: corelisters.NewServiceLister(services), slicesByService: slices, nodes: corelisters.NewNodeLister(nodes)}
+}
+
+// Service implements Store.
+func (c *CacheStore) Service(key types.NamespacedName) (*corev1.Service, []*discoveryv1.EndpointSlice, error) {
+	svc, err := c.services.Services(key.Namespace).Get(key.Name)
+	if err != nil {
+		return nil, nil, nil //nolint:nilerr // a lister only fails with NotFound
+	}
+	objs, err := c.slicesByService.ByIndex(SliceServiceIndex, key.String())
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing endpoint slices of %s: %w", key, err)
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, s)
+		}
+	}
+	return svc, out, nil
+}
+
+// Services implements Store.
+func (c *CacheStore) Services() ([]types.NamespacedName, error) {
+	list, err := c.services.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing services: %w", err)
+	}
+	out := make([]types.NamespacedName, len(list))
+	for i, s := range list {
+		out[i] = types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	}
+	slices.SortFunc(out, compareKeys)
+	return out, nil
+}
+
+// Node implements Store.
+func (c *CacheStore) Node() *corev1.Node {
+	n, err := c.nodes.Get(c.node)
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
+// SliceServiceIndex indexes EndpointSlices by "namespace/service" (their service-name label).
+const SliceServiceIndex = "portico-service"
+
+// SliceServiceKey is the index function of SliceServiceIndex.
+func SliceServiceKey(obj any) ([]string, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return nil, nil
+	}
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return nil, nil
+	}
+	return []string{types.NamespacedName{Namespace: s.Namespace, Name: name}.String()}, nil
+}
+
+func compareKeys(a, b types.NamespacedName) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}

@@ -1,0 +1,580 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
+
+	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/providers"
+)
+
+// classicAPI manages Classic ELBs.
+type classicAPI interface {
+	DescribeLoadBalancers(ctx context.Context, in *elb.DescribeLoadBalancersInput, opts ...func(*elb.Options)) (*elb.DescribeLoadBalancersOutput, error)
+	CreateLoadBalancer(ctx context.Context, in *elb.CreateLoadBalancerInput, opts ...func(*elb.Options)) (*elb.CreateLoadBalancerOutput, error)
+	DeleteLoadBalancer(ctx context.Context, in *elb.DeleteLoadBalancerInput, opts ...func(*elb.Options)) (*elb.DeleteLoadBalancerOutput, error)
+	DescribeTags(ctx context.Context, in *elb.DescribeTagsInput, opts ...func(*elb.Options)) (*elb.DescribeTagsOutput, error)
+	AddTags(ctx context.Context, in *elb.AddTagsInput, opts ...func(*elb.Options)) (*elb.AddTagsOutput, error)
+	RemoveTags(ctx context.Context, in *elb.RemoveTagsInput, opts ...func(*elb.Options)) (*elb.RemoveTagsOutput, error)
+	CreateLoadBalancerListeners(ctx context.Context, in *elb.CreateLoadBalancerListenersInput, opts ...func(*elb.Options)) (*elb.CreateLoadBalancerListenersOutput, error)
+	DeleteLoadBalancerListeners(ctx context.Context, in *elb.DeleteLoadBalancerListenersInput, opts ...func(*elb.Options)) (*elb.DeleteLoadBalancerListenersOutput, error)
+	ConfigureHealthCheck(ctx context.Context, in *elb.ConfigureHealthCheckInput, opts ...func(*elb.Options)) (*elb.ConfigureHealthCheckOutput, error)
+	DescribeLoadBalancerAttributes(ctx context.Context, in *elb.DescribeLoadBalancerAttributesInput, opts ...func(*elb.Options)) (*elb.DescribeLoadBalancerAttributesOutput, error)
+	ModifyLoadBalancerAttributes(ctx context.Context, in *elb.ModifyLoadBalancerAttributesInput, opts ...func(*elb.Options)) (*elb.ModifyLoadBalancerAttributesOutput, error)
+	RegisterInstancesWithLoadBalancer(ctx context.Context, in *elb.RegisterInstancesWithLoadBalancerInput, opts ...func(*elb.Options)) (*elb.RegisterInstancesWithLoadBalancerOutput, error)
+	DeregisterInstancesFromLoadBalancer(ctx context.Context, in *elb.DeregisterInstancesFromLoadBalancerInput, opts ...func(*elb.Options)) (*elb.DeregisterInstancesFromLoadBalancerOutput, error)
+	CreateLoadBalancerPolicy(ctx context.Context, in *elb.CreateLoadBalancerPolicyInput, opts ...func(*elb.Options)) (*elb.CreateLoadBalancerPolicyOutput, error)
+	SetLoadBalancerPoliciesOfListener(ctx context.Context, in *elb.SetLoadBalancerPoliciesOfListenerInput, opts ...func(*elb.Options)) (*elb.SetLoadBalancerPoliciesOfListenerOutput, error)
+	SetLoadBalancerPoliciesForBackendServer(ctx context.Context, in *elb.SetLoadBalancerPoliciesForBackendServerInput, opts ...func(*elb.Options)) (*elb.SetLoadBalancerPoliciesForBackendServerOutput, error)
+	ApplySecurityGroupsToLoadBalancer(ctx context.Context, in *elb.ApplySecurityGroupsToLoadBalancerInput, opts ...func(*elb.Options)) (*elb.ApplySecurityGroupsToLoadBalancerOutput, error)
+	AttachLoadBalancerToSubnets(ctx context.Context, in *elb.AttachLoadBalancerToSubnetsInput, opts ...func(*elb.Options)) (*elb.AttachLoadBalancerToSubnetsOutput, error)
+	DetachLoadBalancerFromSubnets(ctx context.Context, in *elb.DetachLoadBalancerFromSubnetsInput, opts ...func(*elb.Options)) (*elb.DetachLoadBalancerFromSubnetsOutput, error)
+}
+
+var _ classicAPI = (*elb.Client)(nil)
+
+const (
+	proxyProtocolPolicy = "k8s-proxyprotocol-enabled"
+	classicTagsBatch    = 20
+)
+
+func (p *Provider) clb() classicAPI { return p.elb }
+
+// ensureClassic finds the Classic ELB by name or creates it (with its own security group unless
+// groups are configured), then converges listeners, health check, attributes, PROXY protocol,
+// security groups, instances and the node security-group rules.
+func (p *Provider) ensureClassic(ctx context.Context, ref providers.Ref, d desiredLB, insts []instance) (*lbRecord, error) {
+	cur, err := p.findClassic(ctx, d.Name)
+	if err != nil {
+		return nil, err
+	}
+	var rec *lbRecord
+	var tags map[string]string
+	if cur == nil {
+		if cur, tags, err = p.createClassic(ctx, ref, d, insts); err != nil {
+			return nil, err
+		}
+	} else {
+		all, err := p.classicTags(ctx, []string{d.Name})
+		if err != nil {
+			return nil, err
+		}
+		tags = all[d.Name]
+		if !ownedBy(tags, p.cluster, ref.UID) {
+			return nil, fmt.Errorf("Classic ELB %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+		}
+		if missing := missingTags(tags, d.Tags); len(missing) > 0 {
+			if _, err := p.clb().AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{d.Name}, Tags: toELBTags(missing)}); err != nil {
+				return nil, fmt.Errorf("tagging Classic ELB %s: %w", d.Name, err)
+			}
+			maps.Copy(tags, missing)
+		}
+	}
+	rec = classicRecord(cur, tags)
+	steps := []func(context.Context, desiredLB, *elbtypes.LoadBalancerDescription) error{
+		p.reconcileClassicSubnets,
+		p.reconcileClassicListeners,
+		p.reconcileClassicHealthCheck,
+		p.reconcileClassicAttributes,
+		p.reconcileClassicProxyProtocol,
+		p.reconcileClassicSSLPolicy,
+		func(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
+			return p.reconcileClassicInstances(ctx, d, cur, instanceIDsOf(insts))
+		},
+	}
+	for _, step := range steps {
+		if err := step(ctx, d, cur); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.reconcileClassicSecurity(ctx, ref, d, cur, insts); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func (p *Provider) createClassic(ctx context.Context, ref providers.Ref, d desiredLB, insts []instance) (*elbtypes.LoadBalancerDescription, map[string]string, error) {
+	olds, err := p.findOwnedLBs(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	vpc := vpcOf(insts)
+	if vpc == "" && len(olds) > 0 {
+		vpc = olds[0].VPC
+	}
+	subnets, err := p.resolveSubnets(ctx, d, vpc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if vpc == "" && len(subnets) > 0 {
+		vpc = subnets[0].VPC
+	}
+	groups := slices.Clone(d.Classic.SecurityGroups)
+	if len(groups) == 0 {
+		g, err := p.ensureOwnSecurityGroup(ctx, d, vpc)
+		if err != nil {
+			return nil, nil, err
+		}
+		groups = []string{aws.ToString(g.GroupId)}
+	}
+	groups = append(groups, d.Classic.ExtraSecurityGroups...)
+	tags := maps.Clone(d.Tags)
+	if v := replacedValue(olds, d.Name); v != "" {
+		tags[tagReplaces] = v
+	}
+	in := &elb.CreateLoadBalancerInput{
+		LoadBalancerName: aws.String(d.Name),
+		Listeners:        classicListeners(d.Classic.Listeners),
+		Subnets:          subnetIDs(subnets),
+		SecurityGroups:   groups,
+		Tags:             toELBTags(tags),
+	}
+	if d.Scheme == schemeInternal {
+		in.Scheme = aws.String(schemeInternal)
+	}
+	out, err := p.clb().CreateLoadBalancer(ctx, in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating Classic ELB %s: %w", d.Name, err)
+	}
+	p.log.Info("Created Classic ELB", "service", ref, "name", d.Name, "scheme", d.Scheme, "replaces", tags[tagReplaces])
+	cur, err := p.findClassic(ctx, d.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cur == nil {
+		cur = &elbtypes.LoadBalancerDescription{LoadBalancerName: aws.String(d.Name), DNSName: out.DNSName, VPCId: aws.String(vpc),
+			Subnets: subnetIDs(subnets), SecurityGroups: groups, Scheme: aws.String(d.Scheme)}
+	}
+	return cur, tags, nil
+}
+
+func classicRecord(cur *elbtypes.LoadBalancerDescription, tags map[string]string) *lbRecord {
+	rec := &lbRecord{
+		Kind:    annotations.AWSClassic,
+		Name:    aws.ToString(cur.LoadBalancerName),
+		DNSName: aws.ToString(cur.DNSName),
+		Scheme:  aws.ToString(cur.Scheme),
+		VPC:     aws.ToString(cur.VPCId),
+		Subnets: slices.Sorted(slices.Values(cur.Subnets)),
+		Tags:    tags,
+	}
+	return rec
+}
+
+// findClassic describes the Classic ELB named name; nil when there is none.
+func (p *Provider) findClassic(ctx context.Context, name string) (*elbtypes.LoadBalancerDescription, error) {
+	out, err := p.clb().DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: []string{name}})
+	if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describing Classic ELB %s: %w", name, err)
+	}
+	if len(out.LoadBalancerDescriptions) == 0 {
+		return nil, nil
+	}
+	return &out.LoadBalancerDescriptions[0], nil
+}
+
+// findOwnedClassics pages through the region's Classic ELBs and reads their tags in batches.
+func (p *Provider) findOwnedClassics(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
+	var all []elbtypes.LoadBalancerDescription
+	pager := elb.NewDescribeLoadBalancersPaginator(p.clb(), &elb.DescribeLoadBalancersInput{})
+	for pager.HasMorePages() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing Classic ELBs: %w", err)
+		}
+		all = append(all, page.LoadBalancerDescriptions...)
+	}
+	names := make([]string, len(all))
+	for i, lb := range all {
+		names[i] = aws.ToString(lb.LoadBalancerName)
+	}
+	tags, err := p.classicTags(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	var out []lbRecord
+	for i := range all {
+		if t := tags[names[i]]; ownedBy(t, p.cluster, ref.UID) {
+			out = append(out, *classicRecord(&all[i], t))
+		}
+	}
+	return out, nil
+}
+
+func (p *Provider) classicTags(ctx context.Context, names []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for chunk := range slices.Chunk(names, classicTagsBatch) {
+		res, err := p.clb().DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: chunk})
+		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") && len(chunk) > 1 {
+			for _, n := range chunk {
+				one, err := p.classicTags(ctx, []string{n})
+				if err != nil {
+					return nil, err
+				}
+				maps.Copy(out, one)
+			}
+			continue
+		}
+		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("describing Classic ELB tags: %w", err)
+		}
+		for _, td := range res.TagDescriptions {
+			m := map[string]string{}
+			for _, t := range td.Tags {
+				m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+			}
+			out[aws.ToString(td.LoadBalancerName)] = m
+		}
+	}
+	return out, nil
+}
+
+func (p *Provider) untagClassic(ctx context.Context, name, key string) error {
+	_, err := p.clb().RemoveTags(ctx, &elb.RemoveTagsInput{LoadBalancerNames: []string{name}, Tags: []elbtypes.TagKeyOnly{{Key: aws.String(key)}}})
+	return err
+}
+
+// reconcileClassicSubnets attaches and detaches subnets when the Service or configuration names
+// them; discovered subnets are chosen once, at creation.
+func (p *Provider) reconcileClassicSubnets(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
+	if len(d.Subnets) == 0 {
+		return nil
+	}
+	want, err := p.namedSubnets(ctx, d.Subnets)
+	if err != nil {
+		return err
+	}
+	add, remove := diffSets(cur.Subnets, subnetIDs(want))
+	if len(add) > 0 {
+		if _, err := p.clb().AttachLoadBalancerToSubnets(ctx, &elb.AttachLoadBalancerToSubnetsInput{LoadBalancerName: aws.String(d.Name), Subnets: add}); err != nil {
+			return fmt.Errorf("attaching %s to subnets: %w", d.Name, err)
+		}
+	}
+	if len(remove) > 0 {
+		if _, err := p.clb().DetachLoadBalancerFromSubnets(ctx, &elb.DetachLoadBalancerFromSubnetsInput{LoadBalancerName: aws.String(d.Name), Subnets: remove}); err != nil {
+			return fmt.Errorf("detaching %s from subnets: %w", d.Name, err)
+		}
+	}
+	return nil
+}
+
+// reconcileClassicListeners deletes listeners that differ or are not wanted, then creates the
+// missing ones (a Classic listener cannot be modified).
+func (p *Provider) reconcileClassicListeners(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
+	have := map[int32]elbtypes.Listener{}
+	for _, ld := range cur.ListenerDescriptions {
+		if ld.Listener != nil {
+			have[ld.Listener.LoadBalancerPort] = *ld.Listener
+		}
+	}
+	var drop []int32
+	var create []classicListener
+	want := map[int32]bool{}
+	for _, l := range d.Classic.Listeners {
+		want[l.Port] = true
+		h, ok := have[l.Port]
+		if ok && classicListenerEqual(h, l) {
+			continue
+		}
+		if ok {
+			drop = append(drop, l.Port)
+		}
+		create = append(create, l)
+	}
+	for port := range have {
+		if !want[port] {
+			drop = append(drop, port)
+		}
+	}
+	if len(drop) > 0 {
+		slices.Sort(drop)
+		if _, err := p.clb().DeleteLoadBalancerListeners(ctx, &elb.DeleteLoadBalancerListenersInput{LoadBalancerName: aws.String(d.Name), LoadBalancerPorts: drop}); err != nil {
+			return fmt.Errorf("deleting listeners %v of %s: %w", drop, d.Name, err)
+		}
+	}
+	if len(create) > 0 {
+		if _, err := p.clb().CreateLoadBalancerListeners(ctx, &elb.CreateLoadBalancerListenersInput{LoadBalancerName: aws.String(d.Name), Listeners: classicListeners(create)}); err != nil {
+			return fmt.Errorf("creating listeners of %s: %w", d.Name, err)
+		}
+	}
+	// What the next steps read: the listeners as they are now, new ones without policies.
+	if len(drop) > 0 || len(create) > 0 {
+		var now []elbtypes.ListenerDescription
+		for _, ld := range cur.ListenerDescriptions {
+			if ld.Listener != nil && want[ld.Listener.LoadBalancerPort] && !slices.Contains(drop, ld.Listener.LoadBalancerPort) {
+				now = append(now, ld)
+			}
+		}
+		for _, l := range classicListeners(create) {
+			now = append(now, elbtypes.ListenerDescription{Listener: &l})
+		}
+		cur.ListenerDescriptions = now
+	}
+	return nil
+}
+
+// reconcileClassicSSLPolicy puts the requested predefined TLS policy on every SSL and HTTPS
+// listener, through a policy of type SSLNegotiationPolicyType named after it.
+func (p *Provider) reconcileClassicSSLPolicy(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
+	if d.Classic.SSLPolicy == "" {
+		return nil
+	}
+	name := "k8s-SSLNegotiationPolicy-" + d.Classic.SSLPolicy
+	created := cur.Policies != nil && slices.Contains(cur.Policies.OtherPolicies, name)
+	for _, ld := range cur.ListenerDescriptions {
+		l := ld.Listener
+		if l == nil || (aws.ToString(l.Protocol) != "SSL" && aws.ToString(l.Protocol) != "HTTPS") || slices.Contains(ld.PolicyNames, name) {
+			continue
+		}
+		if !created {
+			_, err := p.clb().CreateLoadBalancerPolicy(ctx, &elb.CreateLoadBalancerPolicyInput{
+				LoadBalancerName: aws.String(d.Name),
+				PolicyName:       aws.String(name),
+				PolicyTypeName:   aws.String("SSLNegotiationPolicyType"),
+				PolicyAttributes: []elbtypes.PolicyAttribute{{AttributeName: aws.String("Reference-Security-Policy"), AttributeValue: aws.String(d.Classic.SSLPolicy)}},
+			})
+			if err != nil && !isCode(err, "DuplicatePolicyName") {
+				return fmt.Errorf("creating TLS policy %s of %s: %w", d.Classic.SSLPolicy, d.Name, err)
+			}
+			created = true
+		}
+		_, err := p.clb().SetLoadBalancerPoliciesOfListener(ctx, &elb.SetLoadBalancerPoliciesOfListenerInput{
+			LoadBalancerName: aws.String(d.Name), LoadBalancerPort: l.LoadBalancerPort, PolicyNames: []string{name},
+		})
+		if err != nil {
+			return fmt.Errorf("setting TLS policy of %s port %d: %w", d.Name, l.LoadBalancerPort, err)
+		}
+	}
+	return nil
+}
+
+func classicListenerEqual(h elbtypes.Listener, l classicListener) bool {
+	return strings.EqualFold(aws.ToString(h.Protocol), l.Protocol) &&
+		h.InstancePort != nil && *h.InstancePort == l.InstancePort &&
+		strings.EqualFold(aws.ToString(h.InstanceProtocol), l.InstanceProtocol) &&
+		aws.ToString(h.SSLCertificateId) == l.CertARN
+}
+
+func classicListeners(ls []classicListener) []elbtypes.Listener {
+	out := make([]elbtypes.Listener, len(ls))
+	for i, l := range ls {
+		out[i] = elbtypes.Listener{
+			LoadBalancerPort: l.Port,
+			Protocol:         aws.String(l.Protocol),
+			InstancePort:     aws.Int32(l.InstancePort),
+			InstanceProtocol: aws.String(l.InstanceProtocol),
+		}
+		if l.CertARN != "" {
+			out[i].SSLCertificateId = aws.String(l.CertARN)
+		}
+	}
+	return out
+}
+
+func (p *Provider) reconcileClassicHealthCheck(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
+	hc := d.Classic.HealthCheck
+	if h := cur.HealthCheck; h != nil && aws.ToString(h.Target) == hc.Target && aws.ToInt32(h.Interval) == hc.Interval &&
+		aws.ToInt32(h.Timeout) == hc.Timeout && aws.ToInt32(h.HealthyThreshold) == hc.Healthy && aws.ToInt32(h.UnhealthyThreshold) == hc.Unhealthy {
+		return nil
+	}
+	_, err := p.clb().ConfigureHealthCheck(ctx, &elb.ConfigureHealthCheckInput{
+		LoadBalancerName: aws.String(d.Name),
+		HealthCheck: &elbtypes.HealthCheck{
+			Target: aws.String(hc.Target), Interval: aws.Int32(hc.Interval), Timeout: aws.Int32(hc.Timeout),
+			HealthyThreshold: aws.Int32(hc.Healthy), UnhealthyThreshold: aws.Int32(hc.Unhealthy),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("configuring health check of %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// reconcileClassicAttributes sets the attributes the Service asks for; others keep their value.
+func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
+	c := d.Classic
+	if c.CrossZone == nil && c.IdleTimeout == nil && c.Draining == nil && c.DrainingTimeout == nil {
+		return nil
+	}
+	out, err := p.clb().DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name)})
+	if err != nil {
+		return fmt.Errorf("describing attributes of %s: %w", d.Name, err)
+	}
+	have := out.LoadBalancerAttributes
+	if have == nil {
+		have = &elbtypes.LoadBalancerAttributes{}
+	}
+	var change elbtypes.LoadBalancerAttributes
+	changed := false
+	if c.CrossZone != nil && (have.CrossZoneLoadBalancing == nil || have.CrossZoneLoadBalancing.Enabled != *c.CrossZone) {
+		change.CrossZoneLoadBalancing = &elbtypes.CrossZoneLoadBalancing{Enabled: *c.CrossZone}
+		changed = true
+	}
+	if c.IdleTimeout != nil && (have.ConnectionSettings == nil || aws.ToInt32(have.ConnectionSettings.IdleTimeout) != *c.IdleTimeout) {
+		change.ConnectionSettings = &elbtypes.ConnectionSettings{IdleTimeout: aws.Int32(*c.IdleTimeout)}
+		changed = true
+	}
+	if c.Draining != nil || c.DrainingTimeout != nil {
+		want := elbtypes.ConnectionDraining{}
+		if have.ConnectionDraining != nil {
+			want = *have.ConnectionDraining
+		}
+		if c.Draining != nil {
+			want.Enabled = *c.Draining
+		}
+		if c.DrainingTimeout != nil {
+			want.Timeout = c.DrainingTimeout
+		}
+		if have.ConnectionDraining == nil || have.ConnectionDraining.Enabled != want.Enabled || aws.ToInt32(have.ConnectionDraining.Timeout) != aws.ToInt32(want.Timeout) {
+			change.ConnectionDraining = &want
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if _, err := p.clb().ModifyLoadBalancerAttributes(ctx, &elb.ModifyLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name), LoadBalancerAttributes: &change}); err != nil {
+		return fmt.Errorf("modifying attributes of %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// reconcileClassicProxyProtocol puts the PROXY protocol policy on every backend port, or takes
+// it off.
+func (p *Provider) reconcileClassicProxyProtocol(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
+	if d.Classic.ProxyProtocol && (cur.Policies == nil || !slices.Contains(cur.Policies.OtherPolicies, proxyProtocolPolicy)) {
+		_, err := p.clb().CreateLoadBalancerPolicy(ctx, &elb.CreateLoadBalancerPolicyInput{
+			LoadBalancerName: aws.String(d.Name),
+			PolicyName:       aws.String(proxyProtocolPolicy),
+			PolicyTypeName:   aws.String("ProxyProtocolPolicyType"),
+			PolicyAttributes: []elbtypes.PolicyAttribute{{AttributeName: aws.String("ProxyProtocol"), AttributeValue: aws.String("true")}},
+		})
+		if err != nil && !isCode(err, "DuplicatePolicyName") {
+			return fmt.Errorf("creating PROXY protocol policy of %s: %w", d.Name, err)
+		}
+	}
+	have := map[int32]bool{}
+	for _, b := range cur.BackendServerDescriptions {
+		have[aws.ToInt32(b.InstancePort)] = slices.Contains(b.PolicyNames, proxyProtocolPolicy)
+	}
+	ports := map[int32]bool{}
+	for _, l := range d.Classic.Listeners {
+		ports[l.InstancePort] = true
+	}
+	for port := range have {
+		ports[port] = true
+	}
+	for _, port := range slices.Sorted(maps.Keys(ports)) {
+		want := d.Classic.ProxyProtocol && slices.ContainsFunc(d.Classic.Listeners, func(l classicListener) bool { return l.InstancePort == port })
+		if have[port] == want {
+			continue
+		}
+		names := []string{}
+		if want {
+			names = []string{proxyProtocolPolicy}
+		}
+		_, err := p.clb().SetLoadBalancerPoliciesForBackendServer(ctx, &elb.SetLoadBalancerPoliciesForBackendServerInput{
+			LoadBalancerName: aws.String(d.Name), InstancePort: aws.Int32(port), PolicyNames: names,
+		})
+		if err != nil {
+			return fmt.Errorf("setting backend policies of %s port %d: %w", d.Name, port, err)
+		}
+	}
+	return nil
+}
+
+func (p *Provider) reconcileClassicInstances(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription, want []string) error {
+	var have []string
+	for _, in := range cur.Instances {
+		have = append(have, aws.ToString(in.InstanceId))
+	}
+	add, remove := diffSets(have, want)
+	if len(add) > 0 {
+		if _, err := p.clb().RegisterInstancesWithLoadBalancer(ctx, &elb.RegisterInstancesWithLoadBalancerInput{LoadBalancerName: aws.String(d.Name), Instances: elbInstances(add)}); err != nil {
+			return fmt.Errorf("registering instances with %s: %w", d.Name, err)
+		}
+	}
+	if len(remove) > 0 {
+		if _, err := p.clb().DeregisterInstancesFromLoadBalancer(ctx, &elb.DeregisterInstancesFromLoadBalancerInput{LoadBalancerName: aws.String(d.Name), Instances: elbInstances(remove)}); err != nil {
+			return fmt.Errorf("deregistering instances from %s: %w", d.Name, err)
+		}
+	}
+	return nil
+}
+
+func elbInstances(ids []string) []elbtypes.Instance {
+	out := make([]elbtypes.Instance, len(ids))
+	for i, id := range ids {
+		out[i] = elbtypes.Instance{InstanceId: aws.String(id)}
+	}
+	return out
+}
+
+// reconcileClassicSecurity converges the load balancer's security groups (its own, or the
+// configured ones), its own group's rules, and the node groups' rules letting it in.
+func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.Ref, d desiredLB, cur *elbtypes.LoadBalancerDescription, insts []instance) error {
+	groups := slices.Clone(d.Classic.SecurityGroups)
+	if len(groups) == 0 {
+		own, err := p.ensureOwnSecurityGroup(ctx, d, aws.ToString(cur.VPCId))
+		if err != nil {
+			return err
+		}
+		if err := p.reconcileRules(ctx, own, ref.UID, d.Name, classicRules(d)); err != nil {
+			return err
+		}
+		groups = []string{aws.ToString(own.GroupId)}
+	}
+	groups = append(groups, d.Classic.ExtraSecurityGroups...)
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	if a, b := slices.Sorted(slices.Values(cur.SecurityGroups)), slices.Sorted(slices.Values(groups)); !slices.Equal(a, b) {
+		if _, err := p.clb().ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(d.Name), SecurityGroups: groups}); err != nil {
+			return fmt.Errorf("applying security groups to %s: %w", d.Name, err)
+		}
+	}
+	nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
+	if err != nil {
+		return err
+	}
+	var rules []sgRule
+	for _, g := range groups {
+		rules = append(rules, sgRule{Protocol: "-1", Group: g, Purpose: "elb"})
+	}
+	for _, g := range nodeGroups {
+		if err := p.reconcileRules(ctx, g, ref.UID, d.Name, rules); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteClassic deletes the Classic ELB named name. Its security group goes afterwards
+// (deleteOwnedSecurityGroups), once the node rules that reference it are revoked.
+func (p *Provider) deleteClassic(ctx context.Context, name string) error {
+	_, err := p.clb().DeleteLoadBalancer(ctx, &elb.DeleteLoadBalancerInput{LoadBalancerName: aws.String(name)})
+	if err != nil && !isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") {
+		return fmt.Errorf("deleting Classic ELB %s: %w", name, err)
+	}
+	return nil
+}
+
+func toELBTags(m map[string]string) []elbtypes.Tag {
+	var out []elbtypes.Tag
+	for _, k := range sortedKeys(m) {
+		out = append(out, elbtypes.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return out
+}

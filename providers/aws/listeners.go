@@ -1,0 +1,136 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+)
+
+// listenerAPI manages NLB listeners.
+type listenerAPI interface {
+	DescribeListeners(ctx context.Context, in *elbv2.DescribeListenersInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeListenersOutput, error)
+	CreateListener(ctx context.Context, in *elbv2.CreateListenerInput, opts ...func(*elbv2.Options)) (*elbv2.CreateListenerOutput, error)
+	ModifyListener(ctx context.Context, in *elbv2.ModifyListenerInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyListenerOutput, error)
+	DeleteListener(ctx context.Context, in *elbv2.DeleteListenerInput, opts ...func(*elbv2.Options)) (*elbv2.DeleteListenerOutput, error)
+}
+
+var _ listenerAPI = (*elbv2.Client)(nil)
+
+// reconcileListeners converges the NLB's listeners, each forwarding to its target group, and
+// the target groups with their targets; then deletes what is no longer wanted.
+func (p *Provider) reconcileListeners(ctx context.Context, d desiredLB, rec *lbRecord, vpc string, instances []string) error {
+	api := listenerAPI(p.elbv2)
+	var existing []elbv2types.Listener
+	pager := elbv2.NewDescribeListenersPaginator(api, &elbv2.DescribeListenersInput{LoadBalancerArn: aws.String(rec.ARN)})
+	for pager.HasMorePages() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("describing listeners of %s: %w", rec.Name, err)
+		}
+		existing = append(existing, page.Listeners...)
+	}
+	byPort := map[int32]elbv2types.Listener{}
+	for _, l := range existing {
+		byPort[aws.ToInt32(l.Port)] = l
+	}
+	attached, err := p.targetGroupsOf(ctx, rec.ARN)
+	if err != nil {
+		return err
+	}
+	byName := map[string]elbv2types.TargetGroup{}
+	for _, tg := range attached {
+		byName[aws.ToString(tg.TargetGroupName)] = tg
+	}
+
+	wantTG := map[string]bool{}
+	wantPort := map[int32]bool{}
+	for _, l := range d.NLB.Listeners {
+		wantTG[l.TG.Name] = true
+		wantPort[l.Port] = true
+		tgARN, err := p.ensureTargetGroup(ctx, d, l.TG, vpc, byName)
+		if err != nil {
+			return err
+		}
+		if err := p.reconcileTargets(ctx, tgARN, l.TG.Name, instances); err != nil {
+			return err
+		}
+		cur, ok := byPort[l.Port]
+		switch {
+		case !ok:
+			err = p.createListener(ctx, rec, l, tgARN)
+		case string(cur.Protocol) != l.Protocol:
+			// AWS cannot turn every protocol into every other in place (UDP never); recreate.
+			if _, err = api.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: cur.ListenerArn}); err == nil {
+				err = p.createListener(ctx, rec, l, tgARN)
+			}
+		case listenerDiffers(cur, l, tgARN):
+			in := &elbv2.ModifyListenerInput{ListenerArn: cur.ListenerArn, DefaultActions: forward(tgARN)}
+			if l.Protocol == "TLS" {
+				in.Certificates = []elbv2types.Certificate{{CertificateArn: aws.String(l.CertARN)}}
+				in.SslPolicy = aws.String(l.SSLPolicy)
+			}
+			if _, err = api.ModifyListener(ctx, in); err != nil {
+				err = fmt.Errorf("modifying listener %d of %s: %w", l.Port, rec.Name, err)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for port, l := range byPort {
+		if wantPort[port] {
+			continue
+		}
+		if _, err := api.DeleteListener(ctx, &elbv2.DeleteListenerInput{ListenerArn: l.ListenerArn}); err != nil && !isCode(err, "ListenerNotFound") {
+			return fmt.Errorf("deleting listener %d of %s: %w", port, rec.Name, err)
+		}
+	}
+	for name, tg := range byName {
+		if !wantTG[name] {
+			if err := p.deleteTargetGroup(ctx, aws.ToString(tg.TargetGroupArn)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Provider) createListener(ctx context.Context, rec *lbRecord, l nlbListener, tgARN string) error {
+	in := &elbv2.CreateListenerInput{
+		LoadBalancerArn: aws.String(rec.ARN),
+		Port:            aws.Int32(l.Port),
+		Protocol:        elbv2types.ProtocolEnum(l.Protocol),
+		DefaultActions:  forward(tgARN),
+		Tags:            toELBv2Tags(rec.Tags),
+	}
+	if l.Protocol == "TLS" {
+		in.Certificates = []elbv2types.Certificate{{CertificateArn: aws.String(l.CertARN)}}
+		in.SslPolicy = aws.String(l.SSLPolicy)
+	}
+	if _, err := listenerAPI(p.elbv2).CreateListener(ctx, in); err != nil {
+		return fmt.Errorf("creating listener %s:%d of %s: %w", l.Protocol, l.Port, rec.Name, err)
+	}
+	return nil
+}
+
+// listenerDiffers compares what a listener holds with what it should. The SSL policy is
+// compared for TLS listeners only (moto reports one on every listener).
+func listenerDiffers(cur elbv2types.Listener, l nlbListener, tgARN string) bool {
+	if len(cur.DefaultActions) != 1 || aws.ToString(cur.DefaultActions[0].TargetGroupArn) != tgARN {
+		return true
+	}
+	if l.Protocol != "TLS" {
+		return false
+	}
+	if aws.ToString(cur.SslPolicy) != l.SSLPolicy {
+		return true
+	}
+	return len(cur.Certificates) == 0 || aws.ToString(cur.Certificates[0].CertificateArn) != l.CertARN
+}
+
+func forward(tgARN string) []elbv2types.Action {
+	return []elbv2types.Action{{Type: elbv2types.ActionTypeEnumForward, TargetGroupArn: aws.String(tgARN)}}
+}

@@ -1,0 +1,569 @@
+package aws
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/providers"
+)
+
+// The desired AWS resources of one Service, computed without any AWS call (desired), from the
+// provider's options and the complete desired load balancer. apply* functions converge AWS to
+// it.
+
+const (
+	schemeInternal       = "internal"
+	schemeInternetFacing = "internet-facing"
+
+	defaultTLSPolicy = "ELBSecurityPolicy-2016-08"
+	healthzPath      = "/healthz"
+	trafficPort      = "traffic-port"
+)
+
+// desiredLB is one Service's load balancer as AWS should hold it.
+type desiredLB struct {
+	Kind   annotations.AWSType
+	Name   string
+	Scheme string
+	Tags   map[string]string
+	// Subnets named by the Service or the configuration; empty means discovery by tags.
+	Subnets []string
+	// Instances are the backend instance IDs, sorted.
+	Instances []string
+	// SourceCIDRs allowed in; 0.0.0.0/0 when the Service sets none.
+	SourceCIDRs []netip.Prefix
+	NLB         nlbSpec
+	Classic     classicSpec
+	// Warnings name settings that do not apply to the chosen kind; they change nothing.
+	Warnings []string
+}
+
+// nlbSpec is the NLB part of desiredLB.
+type nlbSpec struct {
+	Listeners []nlbListener // sorted by port
+	CrossZone *bool
+}
+
+type nlbListener struct {
+	Port      int32
+	Protocol  string // TCP, UDP, TCP_UDP, TLS
+	CertARN   string
+	SSLPolicy string
+	TG        targetGroupSpec
+}
+
+type targetGroupSpec struct {
+	Name     string
+	Protocol string // TCP, UDP, TCP_UDP, TLS
+	Port     int32  // the node port
+	HC       healthCheck
+}
+
+// healthCheck is an NLB target-group health check.
+type healthCheck struct {
+	Protocol           string // TCP, HTTP, HTTPS
+	Port               string // "traffic-port" or a number
+	Path               string // HTTP(S) only
+	Interval, Timeout  int32
+	Healthy, Unhealthy int32
+}
+
+// classicSpec is the Classic ELB part of desiredLB.
+type classicSpec struct {
+	Listeners     []classicListener // sorted by port
+	HealthCheck   classicHealthCheck
+	CrossZone     *bool
+	IdleTimeout   *int32
+	ProxyProtocol bool
+	// Draining and DrainingTimeout (seconds) are set when the Service asks.
+	Draining        *bool
+	DrainingTimeout *int32
+	// SSLPolicy is the predefined policy of the TLS listeners; "" keeps the AWS default.
+	SSLPolicy string
+	// SecurityGroups replace the load balancer's own group when not empty.
+	SecurityGroups []string
+	// ExtraSecurityGroups are added to the load balancer's groups.
+	ExtraSecurityGroups []string
+}
+
+type classicListener struct {
+	Port             int32
+	Protocol         string // TCP, SSL, HTTP, HTTPS
+	InstancePort     int32
+	InstanceProtocol string
+	CertARN          string
+}
+
+type classicHealthCheck struct {
+	Target             string // e.g. "TCP:30080" or "HTTP:32000/healthz"
+	Interval, Timeout  int32
+	Healthy, Unhealthy int32
+}
+
+// sgRule is one ingress rule the provider owns in a security group.
+type sgRule struct {
+	Protocol string // tcp, udp, icmp, icmpv6, -1
+	From, To int32  // ports; ICMP type and code
+	CIDR     netip.Prefix
+	// Group is a source security group instead of CIDR.
+	Group   string
+	Purpose string
+}
+
+func (r sgRule) key() string {
+	src := r.Group
+	if src == "" {
+		src = r.CIDR.String()
+	}
+	return fmt.Sprintf("%s/%d/%d/%s", r.Protocol, r.From, r.To, src)
+}
+
+// desired computes the AWS resources for lb, or an *providers.InvalidError for input AWS cannot
+// serve. It makes no AWS call.
+func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
+	spec := lb.Annotations.AWS
+	kind := p.opts.DefaultType
+	if kind == "" {
+		kind = annotations.AWSClassic
+	}
+	// The type annotation can only ask for nlb; its absence means the configured default.
+	if spec.Type == annotations.AWSNLB {
+		kind = annotations.AWSNLB
+	}
+	if err := validate(lb, kind); err != nil {
+		return desiredLB{}, err
+	}
+	scheme := schemeInternetFacing
+	if lb.Internal || lb.Annotations.Internal {
+		scheme = schemeInternal
+	}
+	d := desiredLB{
+		Kind:        kind,
+		Name:        lbName(p.opts.ClusterName, lb.Ref, kind, scheme),
+		Scheme:      scheme,
+		Tags:        resourceTags(p.opts.ClusterName, lb.Ref, p.opts.ExtraTags, spec),
+		Subnets:     slices.Clone(spec.Subnets),
+		SourceCIDRs: slices.Clone(lb.SourceRanges),
+	}
+	if len(d.Subnets) == 0 {
+		d.Subnets = slices.Clone(p.opts.Subnets)
+	}
+	if len(d.SourceCIDRs) == 0 {
+		d.SourceCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
+	}
+	instances, warnings := instanceIDs(lb.Nodes, spec.TargetNodeLabels)
+	d.Instances = instances
+	d.Warnings = append(d.Warnings, warnings...)
+	var err error
+	switch kind {
+	case annotations.AWSNLB:
+		d.NLB, err = nlbDesired(d.Name, lb)
+		d.Warnings = append(d.Warnings, nlbWarnings(spec)...)
+	default:
+		d.Classic = classicDesired(lb, p.opts.SecurityGroups)
+		d.Warnings = append(d.Warnings, classicWarnings(spec)...)
+	}
+	if err != nil {
+		return desiredLB{}, err
+	}
+	if spec.SSLCert != "" && !slices.ContainsFunc(lb.Ports, func(pt providers.Port) bool { return sslPort(spec, pt) }) {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("%s names no port of the Service (%v): no listener uses the certificate", annotations.AWSSSLPorts, spec.SSLPorts))
+	}
+	return d, nil
+}
+
+// validate rejects what AWS cannot serve before anything is created.
+func validate(lb *providers.LoadBalancer, kind annotations.AWSType) error {
+	if lb.SessionAffinity.ClientIP {
+		return providers.Invalid("spec.sessionAffinity", "AWS load balancers do not support ClientIP affinity")
+	}
+	if len(lb.RequestedIPs) > 0 {
+		return providers.Invalid("spec.loadBalancerIP", "AWS load balancers cannot be given an IP this way")
+	}
+	for _, f := range lb.IPFamilies {
+		if f != providers.IPv4 {
+			return providers.Invalid("spec.ipFamilies", "the AWS provider serves IPv4 only")
+		}
+	}
+	if len(lb.Ports) == 0 {
+		return providers.Invalid("spec.ports", "a load balancer needs at least one port")
+	}
+	for i, pt := range lb.Ports {
+		path := fmt.Sprintf("spec.ports[%d]", i)
+		if pt.NodePort == 0 {
+			return providers.Invalid(path+".nodePort", "AWS load balancers forward to node ports; allocateLoadBalancerNodePorts must not be false")
+		}
+		switch {
+		case pt.Protocol == providers.TCP:
+		case pt.Protocol == providers.UDP && kind == annotations.AWSNLB:
+		case pt.Protocol == providers.UDP:
+			return providers.Invalid(path+".protocol", "a Classic ELB serves TCP only; set %s: nlb for UDP", annotations.AWSLoadBalancerType)
+		default:
+			return providers.Invalid(path+".protocol", "AWS load balancers do not serve %s", pt.Protocol)
+		}
+	}
+	return nil
+}
+
+// instanceIDs maps nodes to EC2 instances through spec.providerID (aws:///zone/i-...), keeping
+// only nodes with every target label.
+func instanceIDs(nodes []providers.Node, labels map[string]string) ([]string, []string) {
+	var ids, warnings []string
+	for _, n := range nodes {
+		if !matchLabels(n.Labels, labels) {
+			continue
+		}
+		id, ok := instanceID(n.ProviderID)
+		if !ok {
+			warnings = append(warnings, fmt.Sprintf("node %s has providerID %q, not aws:///<zone>/<instance-id>; it is not a backend", n.Name, n.ProviderID))
+			continue
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), warnings
+}
+
+func matchLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		got, ok := have[k]
+		if !ok || (v != "" && got != v) {
+			return false
+		}
+	}
+	return true
+}
+
+// instanceID returns the instance ID of an AWS providerID: aws:///us-east-1a/i-0123 or
+// aws://us-east-1a/i-0123 (both forms exist), or a bare i-0123.
+func instanceID(providerID string) (string, bool) {
+	rest := providerID
+	if r, ok := strings.CutPrefix(providerID, "aws://"); ok {
+		rest = r
+	} else if !strings.HasPrefix(providerID, "i-") {
+		return "", false
+	}
+	id := rest[strings.LastIndex(rest, "/")+1:]
+	if !strings.HasPrefix(id, "i-") || len(id) < 3 {
+		return "", false
+	}
+	return id, true
+}
+
+func sslPort(spec annotations.AWS, pt providers.Port) bool {
+	if spec.SSLCert == "" || pt.Protocol != providers.TCP {
+		return false
+	}
+	if len(spec.SSLPorts) == 0 {
+		return true
+	}
+	for _, s := range spec.SSLPorts {
+		if s == "*" || s == pt.Name || s == strconv.Itoa(int(pt.Port)) {
+			return true
+		}
+	}
+	return false
+}
+
+// nlbDesired builds one listener and target group per port number: TCP_UDP when the number
+// carries both protocols, TLS when the certificate applies to it.
+func nlbDesired(name string, lb *providers.LoadBalancer) (nlbSpec, error) {
+	spec := lb.Annotations.AWS
+	byPort := map[int32][]providers.Port{}
+	var order []int32
+	for _, pt := range lb.Ports {
+		if _, ok := byPort[pt.Port]; !ok {
+			order = append(order, pt.Port)
+		}
+		byPort[pt.Port] = append(byPort[pt.Port], pt)
+	}
+	slices.Sort(order)
+	out := nlbSpec{CrossZone: spec.CrossZone}
+	for _, port := range order {
+		pts := byPort[port]
+		l := nlbListener{Port: port}
+		nodePort := pts[0].NodePort
+		switch {
+		case len(pts) == 1 && pts[0].Protocol == providers.UDP:
+			l.Protocol = "UDP"
+		case len(pts) == 1:
+			l.Protocol = "TCP"
+		default:
+			for _, pt := range pts[1:] {
+				if pt.NodePort != nodePort {
+					return nlbSpec{}, providers.Invalid("spec.ports", "port %d serves TCP and UDP on different node ports (%d, %d); an NLB TCP_UDP listener forwards both to one node port", port, nodePort, pt.NodePort)
+				}
+			}
+			l.Protocol = "TCP_UDP"
+		}
+		tgProtocol := l.Protocol
+		if l.Protocol == "TCP" && sslPort(spec, pts[0]) {
+			l.Protocol, l.CertARN, l.SSLPolicy = "TLS", spec.SSLCert, defaultTLSPolicy
+			if spec.SSLNegotiationPolicy != "" {
+				l.SSLPolicy = spec.SSLNegotiationPolicy
+			}
+			if spec.BackendProtocol == "ssl" {
+				tgProtocol = "TLS"
+			}
+		}
+		hc := nlbHealthCheck(lb)
+		l.TG = targetGroupSpec{
+			// A target group's health-check protocol is not reliably changeable in place
+			// (kubernetes/kubernetes#80996): it is part of the name, so a change makes a new group.
+			Name:     targetGroupName(name, tgProtocol+"/"+hc.Protocol, nodePort, port),
+			Protocol: tgProtocol,
+			Port:     nodePort,
+			HC:       hc,
+		}
+		out.Listeners = append(out.Listeners, l)
+	}
+	return out, nil
+}
+
+// nlbHealthCheck: HTTP /healthz on the health-check node port for externalTrafficPolicy: Local,
+// TCP on the traffic port otherwise, each annotation overriding its part.
+func nlbHealthCheck(lb *providers.LoadBalancer) healthCheck {
+	hc := healthCheck{Protocol: "TCP", Port: trafficPort, Interval: 30, Timeout: 10, Healthy: 3, Unhealthy: 3}
+	if lb.LocalTrafficOnly && lb.HealthCheckNodePort != 0 {
+		hc = healthCheck{Protocol: "HTTP", Port: itoa(lb.HealthCheckNodePort), Path: healthzPath, Interval: 10, Timeout: 6, Healthy: 2, Unhealthy: 2}
+	}
+	o := lb.Annotations.AWS.HealthCheck
+	if o.Protocol != "" {
+		hc.Protocol = strings.ToUpper(o.Protocol)
+	}
+	if o.Port != "" {
+		hc.Port = o.Port
+	}
+	if o.Path != "" {
+		hc.Path = o.Path
+	}
+	if hc.Protocol == "TCP" {
+		hc.Path = ""
+	} else if hc.Path == "" {
+		hc.Path = healthzPath
+	}
+	setInt32(&hc.Healthy, o.HealthyThreshold)
+	setInt32(&hc.Unhealthy, o.UnhealthyThreshold)
+	setSeconds(&hc.Timeout, o.Timeout)
+	setSeconds(&hc.Interval, o.Interval)
+	return hc
+}
+
+// nlbNodeRules are the node security-group rules an NLB without security groups needs: client
+// traffic to every node port from the source ranges, health checks from the load balancer's
+// subnets, and ICMP "fragmentation needed" (path MTU discovery) from the source ranges.
+func nlbNodeRules(d desiredLB, subnetCIDRs []netip.Prefix) []sgRule {
+	var rules []sgRule
+	seen := map[string]bool{}
+	add := func(r sgRule) {
+		if !seen[r.key()] {
+			seen[r.key()] = true
+			rules = append(rules, r)
+		}
+	}
+	for _, l := range d.NLB.Listeners {
+		for _, proto := range transportProtocols(l.TG.Protocol) {
+			for _, c := range d.SourceCIDRs {
+				add(sgRule{Protocol: proto, From: l.TG.Port, To: l.TG.Port, CIDR: c, Purpose: "client"})
+			}
+		}
+	}
+	for _, l := range d.NLB.Listeners {
+		port := l.TG.Port
+		if l.TG.HC.Port != trafficPort {
+			n, _ := strconv.Atoi(l.TG.HC.Port)
+			port = int32(n)
+		}
+		for _, c := range subnetCIDRs {
+			add(sgRule{Protocol: "tcp", From: port, To: port, CIDR: c, Purpose: "health"})
+		}
+	}
+	rules = append(rules, mtuRules(d.SourceCIDRs, seen)...)
+	return rules
+}
+
+func mtuRules(cidrs []netip.Prefix, seen map[string]bool) []sgRule {
+	var out []sgRule
+	for _, c := range cidrs {
+		r := sgRule{Protocol: "icmp", From: 3, To: 4, CIDR: c, Purpose: "mtu"}
+		if c.Addr().Is6() {
+			r = sgRule{Protocol: "icmpv6", From: 2, To: 0, CIDR: c, Purpose: "mtu"}
+		}
+		if !seen[r.key()] {
+			seen[r.key()] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func transportProtocols(tgProtocol string) []string {
+	switch tgProtocol {
+	case "UDP":
+		return []string{"udp"}
+	case "TCP_UDP":
+		return []string{"tcp", "udp"}
+	}
+	return []string{"tcp"}
+}
+
+func nlbWarnings(spec annotations.AWS) []string {
+	var w []string
+	if spec.ProxyProtocol {
+		w = append(w, notForKind(annotations.AWSProxyProtocol, "nlb"))
+	}
+	if spec.ConnectionIdleTimeout != nil {
+		w = append(w, notForKind(annotations.AWSConnectionIdleTimeout, "nlb"))
+	}
+	for _, k := range []struct {
+		set bool
+		key string
+	}{
+		{spec.ConnectionDraining != nil, annotations.AWSConnectionDrainingEnabled},
+		{spec.ConnectionDrainingTimeout != nil, annotations.AWSConnectionDrainingTimeout},
+		{len(spec.SecurityGroups) > 0, annotations.AWSSecurityGroups},
+		{len(spec.ExtraSecurityGroups) > 0, annotations.AWSExtraSecurityGroups},
+	} {
+		if k.set {
+			w = append(w, notForKind(k.key, "nlb"))
+		}
+	}
+	if spec.BackendProtocol == "http" || spec.BackendProtocol == "https" {
+		w = append(w, fmt.Sprintf("%s=%s does not apply to an NLB, which forwards TCP; it is ignored", annotations.AWSBackendProtocol, spec.BackendProtocol))
+	}
+	return w
+}
+
+func classicWarnings(spec annotations.AWS) []string { return nil }
+
+func notForKind(key, kind string) string {
+	return fmt.Sprintf("%s does not apply to load balancers of type %s; it is ignored", key, kind)
+}
+
+// classicDesired builds a Classic ELB: one listener per port, the backend protocol and TLS as
+// cloud-provider-aws does, one health check.
+func classicDesired(lb *providers.LoadBalancer, defaultSGs []string) classicSpec {
+	spec := lb.Annotations.AWS
+	backend := spec.BackendProtocol
+	if backend == "" {
+		backend = "tcp"
+	}
+	out := classicSpec{
+		CrossZone:      spec.CrossZone,
+		ProxyProtocol:  spec.ProxyProtocol,
+		SecurityGroups: slices.Clone(defaultSGs),
+		Draining:       spec.ConnectionDraining,
+		SSLPolicy:      spec.SSLNegotiationPolicy,
+
+		ExtraSecurityGroups: slices.Clone(spec.ExtraSecurityGroups),
+	}
+	if len(spec.SecurityGroups) > 0 {
+		out.SecurityGroups = slices.Clone(spec.SecurityGroups)
+	}
+	if spec.ConnectionDrainingTimeout != nil {
+		s := int32(*spec.ConnectionDrainingTimeout / time.Second)
+		out.DrainingTimeout = &s
+	}
+	if spec.ConnectionIdleTimeout != nil {
+		s := int32(*spec.ConnectionIdleTimeout / time.Second)
+		out.IdleTimeout = &s
+	}
+	ports := slices.Clone(lb.Ports)
+	slices.SortFunc(ports, func(a, b providers.Port) int { return int(a.Port - b.Port) })
+	for _, pt := range ports {
+		l := classicListener{Port: pt.Port, InstancePort: pt.NodePort, InstanceProtocol: strings.ToUpper(backend)}
+		tls := sslPort(spec, pt)
+		switch backend {
+		case "http", "https":
+			l.Protocol = "HTTP"
+			if tls {
+				l.Protocol = "HTTPS"
+			}
+		default: // tcp, ssl
+			l.Protocol = "TCP"
+			if tls {
+				l.Protocol = "SSL"
+			}
+		}
+		if tls {
+			l.CertARN = spec.SSLCert
+		}
+		out.Listeners = append(out.Listeners, l)
+	}
+	out.HealthCheck = classicHealth(lb, out.Listeners[0])
+	return out
+}
+
+// classicHealth: TCP (SSL for an ssl/https backend) on the first listener's node port, HTTP
+// /healthz on the health-check node port for externalTrafficPolicy: Local; 10/5/2/6 as
+// cloud-provider-aws; each annotation overriding its part.
+func classicHealth(lb *providers.LoadBalancer, first classicListener) classicHealthCheck {
+	proto, port, path := "TCP", itoa(first.InstancePort), ""
+	if first.InstanceProtocol == "SSL" || first.InstanceProtocol == "HTTPS" {
+		proto = "SSL"
+	}
+	if lb.LocalTrafficOnly && lb.HealthCheckNodePort != 0 {
+		proto, port, path = "HTTP", itoa(lb.HealthCheckNodePort), healthzPath
+	}
+	o := lb.Annotations.AWS.HealthCheck
+	if o.Protocol != "" {
+		proto = strings.ToUpper(o.Protocol)
+	}
+	if o.Port == trafficPort {
+		port = itoa(first.InstancePort)
+	} else if o.Port != "" {
+		port = o.Port
+	}
+	if o.Path != "" {
+		path = o.Path
+	}
+	target := proto + ":" + port
+	if proto == "HTTP" || proto == "HTTPS" {
+		if path == "" {
+			path = healthzPath
+		}
+		target += path
+	}
+	hc := classicHealthCheck{Target: target, Interval: 10, Timeout: 5, Healthy: 2, Unhealthy: 6}
+	setInt32(&hc.Healthy, o.HealthyThreshold)
+	setInt32(&hc.Unhealthy, o.UnhealthyThreshold)
+	setSeconds(&hc.Timeout, o.Timeout)
+	setSeconds(&hc.Interval, o.Interval)
+	return hc
+}
+
+// classicRules are the ingress rules of a Classic ELB's own security group: every listener port
+// and ICMP "fragmentation needed" from the source ranges.
+func classicRules(d desiredLB) []sgRule {
+	var rules []sgRule
+	seen := map[string]bool{}
+	for _, l := range d.Classic.Listeners {
+		for _, c := range d.SourceCIDRs {
+			r := sgRule{Protocol: "tcp", From: l.Port, To: l.Port, CIDR: c, Purpose: "client"}
+			if !seen[r.key()] {
+				seen[r.key()] = true
+				rules = append(rules, r)
+			}
+		}
+	}
+	return append(rules, mtuRules(d.SourceCIDRs, seen)...)
+}
+
+func setInt32(dst *int32, v *int32) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func setSeconds(dst *int32, v *time.Duration) {
+	if v != nil {
+		*dst = int32(*v / time.Second)
+	}
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }

@@ -1,0 +1,171 @@
+package aws
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/providers"
+)
+
+// Plugin registers the AWS provider (see providers/registry).
+var Plugin = providers.Plugin{
+	Name:      "aws",
+	NewConfig: func() providers.Config { return &Config{DefaultType: string(annotations.AWSClassic)} },
+}
+
+// Config is the AWS provider's configuration: flags --aws-*, keys under "providers.aws"
+// (portico-controller) or "aws" (portico-ccm's cloud config). Credentials come from the SDK's
+// default chain: environment, shared config files, IRSA / pod identity, instance profile.
+type Config struct {
+	// Region of the load balancers, e.g. "eu-west-1". Required unless the SDK's environment
+	// (AWS_REGION, shared config) names one.
+	Region string `json:"region,omitempty"`
+	// Endpoint overrides the AWS endpoint of every service (a private endpoint, or moto in tests).
+	Endpoint string `json:"endpoint,omitempty"`
+	// DefaultType is the load balancer kind for Services without the type annotation:
+	// "classic" (as cloud-provider-aws) or "nlb".
+	DefaultType string `json:"defaultType,omitempty"`
+	// ExtraTags are added to everything the provider creates ("k=v,k2=v2" on the command line).
+	ExtraTags map[string]string `json:"extraTags,omitempty"`
+	// Subnets used when a Service names none; empty means discovery by tags.
+	Subnets []string `json:"subnets,omitempty"`
+	// SecurityGroups attached to every Classic ELB instead of a security group of its own.
+	SecurityGroups []string `json:"securityGroups,omitempty"`
+}
+
+// BindFlags registers the --aws-* flags.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Region, "aws-region", c.Region, "AWS region (default: from the SDK environment)")
+	fs.StringVar(&c.Endpoint, "aws-endpoint", c.Endpoint, "URL overriding the AWS endpoint of every service (private endpoints; moto in tests)")
+	fs.StringVar(&c.DefaultType, "aws-default-type", c.DefaultType, "load balancer kind for Services without the type annotation: classic or nlb")
+	fs.Func("aws-extra-tags", "tags k=v,k2=v2 added to every AWS resource created", func(s string) error {
+		m, err := parseTagList(s)
+		if err != nil {
+			return err
+		}
+		c.ExtraTags = m
+		return nil
+	})
+	fs.Func("aws-subnets", "comma-separated subnet IDs used when a Service names none (default: discovered by tags)", func(s string) error {
+		c.Subnets = splitComma(s)
+		return nil
+	})
+	fs.Func("aws-security-groups", "comma-separated security group IDs attached to Classic ELBs instead of one group per load balancer", func(s string) error {
+		c.SecurityGroups = splitComma(s)
+		return nil
+	})
+}
+
+var (
+	regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+	subnetRE = regexp.MustCompile(`^subnet-[0-9a-f]+$`)
+	sgRE     = regexp.MustCompile(`^sg-[0-9a-f]+$`)
+)
+
+// Validate returns every problem with the configuration.
+func (c *Config) Validate(root *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.Region != "" && !regionRE.MatchString(c.Region) {
+		errs = append(errs, field.Invalid(root.Child("region"), c.Region, "must be an AWS region such as eu-west-1"))
+	}
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(root.Child("endpoint"), c.Endpoint, "must be an http(s) URL such as https://vpce-123.elasticloadbalancing.eu-west-1.vpce.amazonaws.com"))
+		}
+	}
+	switch annotations.AWSType(c.DefaultType) {
+	case annotations.AWSClassic, annotations.AWSNLB:
+	default:
+		errs = append(errs, field.NotSupported(root.Child("defaultType"), c.DefaultType, []string{string(annotations.AWSClassic), string(annotations.AWSNLB)}))
+	}
+	for _, k := range sortedKeys(c.ExtraTags) {
+		if msg := checkTag(k, c.ExtraTags[k]); msg != "" {
+			errs = append(errs, field.Invalid(root.Child("extraTags").Key(k), c.ExtraTags[k], msg))
+		}
+	}
+	for i, s := range c.Subnets {
+		if !subnetRE.MatchString(s) {
+			errs = append(errs, field.Invalid(root.Child("subnets").Index(i), s, "must be a subnet ID such as subnet-0123abcd"))
+		}
+	}
+	for i, s := range c.SecurityGroups {
+		if !sgRE.MatchString(s) {
+			errs = append(errs, field.Invalid(root.Child("securityGroups").Index(i), s, "must be a security group ID such as sg-0123abcd"))
+		}
+	}
+	return errs
+}
+
+// New builds the provider. It does not contact AWS: credentials are resolved on the first call.
+func (c *Config) New(ctx context.Context, env providers.Env) (providers.Provider, error) {
+	if env.ClusterName == "" {
+		return nil, fmt.Errorf("the AWS provider needs a cluster name for its ownership tags")
+	}
+	awsCfg, err := loadAWSConfig(ctx, c.Region)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithConfig(awsCfg, Options{
+		ClusterName:    env.ClusterName,
+		Endpoint:       c.Endpoint,
+		DefaultType:    annotations.AWSType(c.DefaultType),
+		ExtraTags:      c.ExtraTags,
+		Subnets:        c.Subnets,
+		SecurityGroups: c.SecurityGroups,
+		Logger:         env.Logger,
+		Metrics:        env.Metrics,
+	})
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseTagList(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, item := range splitComma(s) {
+		k, v, _ := strings.Cut(item, "=")
+		k = strings.TrimSpace(k)
+		if msg := checkTag(k, v); msg != "" {
+			return nil, fmt.Errorf("tag %q: %s", k, msg)
+		}
+		m[k] = strings.TrimSpace(v)
+	}
+	return m, nil
+}
+
+func checkTag(k, v string) string {
+	switch {
+	case k == "" || len(k) > 128:
+		return "tag keys must be 1-128 characters"
+	case strings.HasPrefix(strings.ToLower(k), "aws:"):
+		return `tag keys must not start with "aws:"`
+	case len(v) > 256:
+		return "tag values must be at most 256 characters"
+	}
+	return ""
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,225 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+
+	"github.com/portico-lb/portico/providers"
+)
+
+// targetGroupAPI manages NLB target groups and their instance targets.
+type targetGroupAPI interface {
+	DescribeTargetGroups(ctx context.Context, in *elbv2.DescribeTargetGroupsInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupsOutput, error)
+	CreateTargetGroup(ctx context.Context, in *elbv2.CreateTargetGroupInput, opts ...func(*elbv2.Options)) (*elbv2.CreateTargetGroupOutput, error)
+	ModifyTargetGroup(ctx context.Context, in *elbv2.ModifyTargetGroupInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyTargetGroupOutput, error)
+	DeleteTargetGroup(ctx context.Context, in *elbv2.DeleteTargetGroupInput, opts ...func(*elbv2.Options)) (*elbv2.DeleteTargetGroupOutput, error)
+	DescribeTargetHealth(ctx context.Context, in *elbv2.DescribeTargetHealthInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTargetHealthOutput, error)
+	RegisterTargets(ctx context.Context, in *elbv2.RegisterTargetsInput, opts ...func(*elbv2.Options)) (*elbv2.RegisterTargetsOutput, error)
+	DeregisterTargets(ctx context.Context, in *elbv2.DeregisterTargetsInput, opts ...func(*elbv2.Options)) (*elbv2.DeregisterTargetsOutput, error)
+}
+
+var _ targetGroupAPI = (*elbv2.Client)(nil)
+
+// targetBatch is the most targets one Register/Deregister call carries.
+const targetBatch = 100
+
+// targetGroupsOf lists the target groups attached to an NLB, once each (moto may list one twice).
+func (p *Provider) targetGroupsOf(ctx context.Context, lbARN string) ([]elbv2types.TargetGroup, error) {
+	var out []elbv2types.TargetGroup
+	seen := map[string]bool{}
+	pager := elbv2.NewDescribeTargetGroupsPaginator(targetGroupAPI(p.elbv2), &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: aws.String(lbARN)})
+	for pager.HasMorePages() {
+		page, err := pager.NextPage(ctx)
+		if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
+			// moto answers TargetGroupNotFound for a load balancer without target groups.
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("describing target groups: %w", err)
+		}
+		for _, tg := range page.TargetGroups {
+			if arn := aws.ToString(tg.TargetGroupArn); !seen[arn] {
+				seen[arn] = true
+				out = append(out, tg)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ensureTargetGroup returns the ARN of the target group want: attached already (its health
+// check converged), existing unattached after a crash (adopted by name), or created.
+func (p *Provider) ensureTargetGroup(ctx context.Context, d desiredLB, want targetGroupSpec, vpc string, attached map[string]elbv2types.TargetGroup) (string, error) {
+	api := targetGroupAPI(p.elbv2)
+	tg, ok := attached[want.Name]
+	if !ok {
+		out, err := api.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{want.Name}})
+		switch {
+		case isCode(err, "TargetGroupNotFound"):
+		case err != nil:
+			return "", fmt.Errorf("describing target group %s: %w", want.Name, err)
+		case len(out.TargetGroups) > 0:
+			tg, ok = out.TargetGroups[0], true
+		}
+	}
+	if !ok {
+		hc := want.HC
+		in := &elbv2.CreateTargetGroupInput{
+			Name:                       aws.String(want.Name),
+			Protocol:                   elbv2types.ProtocolEnum(want.Protocol),
+			Port:                       aws.Int32(want.Port),
+			VpcId:                      aws.String(vpc),
+			TargetType:                 elbv2types.TargetTypeEnumInstance,
+			HealthCheckProtocol:        elbv2types.ProtocolEnum(hc.Protocol),
+			HealthCheckPort:            aws.String(hc.Port),
+			HealthCheckIntervalSeconds: aws.Int32(hc.Interval),
+			HealthCheckTimeoutSeconds:  aws.Int32(hc.Timeout),
+			HealthyThresholdCount:      aws.Int32(hc.Healthy),
+			UnhealthyThresholdCount:    aws.Int32(hc.Unhealthy),
+			Tags:                       toELBv2Tags(d.Tags),
+		}
+		if hc.Path != "" {
+			in.HealthCheckPath = aws.String(hc.Path)
+		}
+		out, err := api.CreateTargetGroup(ctx, in)
+		if err != nil {
+			return "", fmt.Errorf("creating target group %s: %w", want.Name, err)
+		}
+		return aws.ToString(out.TargetGroups[0].TargetGroupArn), nil
+	}
+	arn := aws.ToString(tg.TargetGroupArn)
+	if healthCheckDiffers(tg, want.HC) {
+		in := &elbv2.ModifyTargetGroupInput{
+			TargetGroupArn:             aws.String(arn),
+			HealthCheckProtocol:        elbv2types.ProtocolEnum(want.HC.Protocol),
+			HealthCheckPort:            aws.String(want.HC.Port),
+			HealthCheckIntervalSeconds: aws.Int32(want.HC.Interval),
+			HealthCheckTimeoutSeconds:  aws.Int32(want.HC.Timeout),
+			HealthyThresholdCount:      aws.Int32(want.HC.Healthy),
+			UnhealthyThresholdCount:    aws.Int32(want.HC.Unhealthy),
+		}
+		if want.HC.Path != "" {
+			in.HealthCheckPath = aws.String(want.HC.Path)
+		}
+		if _, err := api.ModifyTargetGroup(ctx, in); err != nil {
+			return "", fmt.Errorf("modifying health check of target group %s: %w", want.Name, err)
+		}
+	}
+	return arn, nil
+}
+
+func healthCheckDiffers(tg elbv2types.TargetGroup, hc healthCheck) bool {
+	return string(tg.HealthCheckProtocol) != hc.Protocol ||
+		aws.ToString(tg.HealthCheckPort) != hc.Port ||
+		(hc.Path != "" && aws.ToString(tg.HealthCheckPath) != hc.Path) ||
+		aws.ToInt32(tg.HealthCheckIntervalSeconds) != hc.Interval ||
+		aws.ToInt32(tg.HealthCheckTimeoutSeconds) != hc.Timeout ||
+		aws.ToInt32(tg.HealthyThresholdCount) != hc.Healthy ||
+		aws.ToInt32(tg.UnhealthyThresholdCount) != hc.Unhealthy
+}
+
+// reconcileTargets registers the missing instances and deregisters the extra ones, in calls of
+// at most targetBatch targets; nothing when the set is right. Targets use the group's port.
+func (p *Provider) reconcileTargets(ctx context.Context, tgARN, name string, want []string) error {
+	api := targetGroupAPI(p.elbv2)
+	out, err := api.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: aws.String(tgARN)})
+	if err != nil {
+		return fmt.Errorf("describing targets of %s: %w", name, err)
+	}
+	var have []string
+	for _, th := range out.TargetHealthDescriptions {
+		if th.Target != nil {
+			have = append(have, aws.ToString(th.Target.Id))
+		}
+	}
+	add, remove := diffSets(have, want)
+	for chunk := range slices.Chunk(add, targetBatch) {
+		if _, err := api.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: aws.String(tgARN), Targets: targets(chunk)}); err != nil {
+			return fmt.Errorf("registering targets in %s: %w", name, err)
+		}
+	}
+	for chunk := range slices.Chunk(remove, targetBatch) {
+		if _, err := api.DeregisterTargets(ctx, &elbv2.DeregisterTargetsInput{TargetGroupArn: aws.String(tgARN), Targets: targets(chunk)}); err != nil {
+			return fmt.Errorf("deregistering targets from %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func targets(ids []string) []elbv2types.TargetDescription {
+	out := make([]elbv2types.TargetDescription, len(ids))
+	for i, id := range ids {
+		out[i] = elbv2types.TargetDescription{Id: aws.String(id)}
+	}
+	return out
+}
+
+// diffSets returns want minus have and have minus want, sorted.
+func diffSets(have, want []string) (add, remove []string) {
+	h := map[string]bool{}
+	for _, x := range have {
+		h[x] = true
+	}
+	w := map[string]bool{}
+	for _, x := range want {
+		w[x] = true
+		if !h[x] {
+			add = append(add, x)
+		}
+	}
+	for x := range h {
+		if !w[x] {
+			remove = append(remove, x)
+		}
+	}
+	slices.Sort(add)
+	slices.Sort(remove)
+	return slices.Compact(add), remove
+}
+
+func (p *Provider) deleteTargetGroup(ctx context.Context, arn string) error {
+	_, err := targetGroupAPI(p.elbv2).DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: aws.String(arn)})
+	switch {
+	case isCode(err, "TargetGroupNotFound"):
+	case isCode(err, "ResourceInUse"):
+		return providers.RetryAfter(retryDetach, "target group %s is still in use", arn)
+	case err != nil:
+		return fmt.Errorf("deleting target group %s: %w", arn, err)
+	}
+	return nil
+}
+
+// deleteOwnedTargetGroups deletes the target groups tagged as owned for ref, attached or not
+// (a crash between creating a group and its listener leaves one unattached).
+func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Ref) error {
+	var all []elbv2types.TargetGroup
+	pager := elbv2.NewDescribeTargetGroupsPaginator(targetGroupAPI(p.elbv2), &elbv2.DescribeTargetGroupsInput{})
+	for pager.HasMorePages() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("listing target groups: %w", err)
+		}
+		all = append(all, page.TargetGroups...)
+	}
+	arns := make([]string, len(all))
+	for i, tg := range all {
+		arns[i] = aws.ToString(tg.TargetGroupArn)
+	}
+	tags, err := p.nlbTags(ctx, arns)
+	if err != nil {
+		return err
+	}
+	for _, arn := range arns {
+		if ownedBy(tags[arn], p.cluster, ref.UID) {
+			if err := p.deleteTargetGroup(ctx, arn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package baremetal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/providers"
+)
+
+// Name is the provider's name.
+const Name = "baremetal"
+
+// PendingRetry is how long a pending Service (exhausted pool, no pool for it) waits before the
+// controller tries again.
+const PendingRetry = 10 * time.Second
+
+// Options configure a Provider.
+type Options struct {
+	// Source reads pools, Services and namespaces. Required.
+	Source Source
+	// Owns reports whether Services of a loadBalancerClass (nil: class-less) are served by this
+	// provider; the rebuild at start takes addresses only from those. Nil means every
+	// LoadBalancer Service (conservative: nothing any Service reports is handed out again).
+	Owns func(class *string) bool
+}
+
+// Provider is the bare-metal providers.Provider. Create it with New.
+type Provider struct {
+	src  Source
+	owns func(class *string) bool
+
+	mu     sync.Mutex
+	synced bool
+	alloc  *Allocator
+	pools  []*Pool // last seen, for metrics
+}
+
+var _ providers.Provider = (*Provider)(nil)
+
+// New returns a Provider. It reads nothing until its first call.
+func New(opts Options) *Provider {
+	return &Provider{src: opts.Source, owns: opts.Owns, alloc: NewAllocator()}
+}
+
+// Name implements providers.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Capabilities implements providers.Provider: portico-agent serves the VIP itself (no node
+// ports needed), with affinity, any protocol mix, requested addresses and both families.
+func (p *Provider) Capabilities() providers.Capabilities {
+	return providers.Capabilities{SessionAffinity: true, MixedProtocols: true, RequestedIPs: true}
+}
+
+// Ensure implements providers.Provider: it decides (or keeps) the Service's addresses.
+func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (providers.Status, error) {
+	if lb == nil {
+		return providers.Status{}, errors.New("ensuring load balancer: nil model")
+	}
+	if lb.Ref.Namespace == "" || lb.Ref.Name == "" {
+		return providers.Status{}, fmt.Errorf("ensuring load balancer %q: ref needs a namespace and a name", lb.Ref)
+	}
+	// Reads happen outside the lock; staleness of the pools cannot cause duplicates, only the
+	// allocator's record (under the lock) decides who holds what.
+	pools, err := p.readPools(ctx)
+	if err != nil {
+		return providers.Status{}, err
+	}
+	var nsLabels map[string]string
+	if selectsNamespaces(pools) {
+		if nsLabels, err = p.src.NamespaceLabels(ctx, lb.Ref.Namespace); err != nil {
+			return providers.Status{}, err
+		}
+	}
+	req := RequestFor(lb, nsLabels)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.syncLocked(ctx, pools); err != nil {
+		return providers.Status{}, err
+	}
+	p.pools = pools
+	ips, err := p.alloc.Assign(pools, req)
+	var pend *PendingError
+	if errors.As(err, &pend) {
+		return providers.Status{}, providers.RetryAfter(PendingRetry, "%s", pend.Reason)
+	}
+	if err != nil {
+		return providers.Status{}, err
+	}
+	return status(ips), nil
+}
+
+// Get implements providers.Provider.
+func (p *Provider) Get(ctx context.Context, ref providers.Ref) (providers.Status, error) {
+	pools, err := p.readPools(ctx)
+	if err != nil {
+		return providers.Status{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.syncLocked(ctx, pools); err != nil {
+		return providers.Status{}, err
+	}
+	ips, ok := p.alloc.Holding(ref)
+	if !ok {
+		return providers.Status{}, fmt.Errorf("getting load balancer %s: %w", ref, providers.ErrNotFound)
+	}
+	return status(ips), nil
+}
+
+// Delete implements providers.Provider: the Service's addresses go back to their pools.
+func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
+	pools, err := p.readPools(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// Rebuild first, or the rebuild would later restore what is being deleted from a status
+	// not yet cleared.
+	if err := p.syncLocked(ctx, pools); err != nil {
+		return err
+	}
+	p.alloc.Release(ref)
+	return nil
+}
+
+func (p *Provider) readPools(ctx context.Context) ([]*Pool, error) {
+	items, err := p.src.AddressPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ResolvePools(items), nil
+}
+
+// syncLocked rebuilds the allocations from the owned Services' status, once. The caller holds
+// p.mu.
+func (p *Provider) syncLocked(ctx context.Context, pools []*Pool) error {
+	if p.synced {
+		return nil
+	}
+	svcs, err := p.src.Services(ctx)
+	if err != nil {
+		return fmt.Errorf("rebuilding allocations: %w", err)
+	}
+	sort.SliceStable(svcs, func(i, j int) bool {
+		a, b := &svcs[i], &svcs[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	for i := range svcs {
+		svc := &svcs[i]
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || (p.owns != nil && !p.owns(svc.Spec.LoadBalancerClass)) {
+			continue
+		}
+		ref := providers.Ref{Namespace: svc.Namespace, Name: svc.Name, UID: string(svc.UID)}
+		p.alloc.Restore(ref, statusIPs(svc), serviceSharing(svc))
+	}
+	p.synced, p.pools = true, pools
+	return nil
+}
+
+// serviceSharing is RequestFor's Sharing for a Service read at rebuild time. An annotation
+// that does not parse shares with no one.
+func serviceSharing(svc *corev1.Service) Sharing {
+	ann, _ := annotations.Parse(svc.Annotations)
+	s := Sharing{
+		Key:     ann.BareMetal.AllowSharedIP,
+		Backend: backendKey(svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal, svc.Spec.Selector),
+	}
+	for _, port := range svc.Spec.Ports {
+		proto := port.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		s.Ports = append(s.Ports, PortKey{Protocol: providers.Protocol(proto), Port: port.Port})
+	}
+	return s
+}
+
+func statusIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if ip, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+func selectsNamespaces(pools []*Pool) bool {
+	for _, p := range pools {
+		if p.NamespaceSelector != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func status(ips []netip.Addr) providers.Status {
+	st := providers.Status{Ingress: make([]providers.Ingress, 0, len(ips))}
+	for _, ip := range ips {
+		st.Ingress = append(st.Ingress, providers.Ingress{IP: ip, IPMode: providers.IPModeVIP})
+	}
+	return st
+}
