@@ -2,15 +2,19 @@ package config
 
 import (
 	"flag"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
+
+	"github.com/portico-lb/portico/nodeproxy/membership"
 )
 
 // Agent is the configuration of portico-agent, the per-node dataplane.
@@ -45,11 +49,42 @@ type Agent struct {
 	// IPTablesPath and IP6TablesPath name the iptables binaries (the -restore and -save
 	// variants are found next to them by suffix).
 	IPTablesPath, IP6TablesPath string
+	// Announcers names the VIP announcers to run (see KnownAnnouncers); empty: none.
+	Announcers []string
+	// Membership configures the node-liveness gossip every announcer and the dead-node
+	// endpoint filter rely on.
+	Membership Membership
+}
+
+// AnnouncerL2 answers ARP/NDP for the VIPs of AddressPools with spec.announce.l2.
+const AnnouncerL2 = "l2"
+
+// KnownAnnouncers are the values --announce accepts, and whether each needs membership.
+var KnownAnnouncers = map[string]bool{AnnouncerL2: true}
+
+// Membership is the configuration of the agents' membership (package nodeproxy/membership,
+// hashicorp/memberlist): which nodes' agents are alive, known within a second.
+type Membership struct {
+	// Enabled runs membership. Required by the l2 announcer. Without it no endpoint is
+	// treated as dead.
+	Enabled bool
+	// BindAddress is the node IP to listen on and advertise; empty: the Node's first
+	// InternalIP.
+	BindAddress string
+	// Port is the TCP and UDP port of every agent.
+	Port int
+	// SecretFile holds the shared secret that encrypts the gossip (its SHA-256 is the key);
+	// empty: unencrypted.
+	SecretFile string
+	// The failure detector's timings (package membership explains the arithmetic).
+	ProbeInterval, ProbeTimeout, GossipInterval, RejoinInterval time.Duration
+	SuspicionMult, SuspicionMaxTimeoutMult                      int
 }
 
 // DefaultAgent returns the defaults.
 func DefaultAgent() Agent {
 	host, _ := os.Hostname()
+	t := membership.DefaultTimings()
 	return Agent{
 		NodeName:           strings.ToLower(host),
 		SyncPeriod:         30 * time.Second,
@@ -59,6 +94,15 @@ func DefaultAgent() Agent {
 		MasqueradeBit:      12,
 		IPTablesPath:       "iptables",
 		IP6TablesPath:      "ip6tables",
+		Membership: Membership{
+			Port:                    membership.DefaultPort,
+			ProbeInterval:           t.ProbeInterval,
+			ProbeTimeout:            t.ProbeTimeout,
+			GossipInterval:          t.GossipInterval,
+			RejoinInterval:          membership.DefaultConfig().RejoinInterval,
+			SuspicionMult:           t.SuspicionMult,
+			SuspicionMaxTimeoutMult: t.SuspicionMaxTimeoutMult,
+		},
 	}
 }
 
@@ -84,6 +128,21 @@ func (c *Agent) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MasqueradeBit, "masquerade-bit", c.MasqueradeBit, "fwmark bit (0-31) marking packets to masquerade")
 	fs.StringVar(&c.IPTablesPath, "iptables", c.IPTablesPath, "iptables binary; iptables-restore and iptables-save are its siblings")
 	fs.StringVar(&c.IP6TablesPath, "ip6tables", c.IP6TablesPath, "ip6tables binary")
+	fs.Func("announce", `comma list of VIP announcers to run: "l2" (ARP/NDP for AddressPools with spec.announce.l2; needs --membership)`, func(s string) error {
+		c.Announcers = splitList(s)
+		return nil
+	})
+	m := &c.Membership
+	fs.BoolVar(&m.Enabled, "membership", m.Enabled, "run the agents' membership (memberlist): node liveness for announcers and for leaving out endpoints on dead nodes")
+	fs.StringVar(&m.BindAddress, "membership-bind-address", m.BindAddress, "node IP membership listens on and advertises (default: the Node's first InternalIP)")
+	fs.IntVar(&m.Port, "membership-port", m.Port, "membership TCP and UDP port, the same on every node")
+	fs.StringVar(&m.SecretFile, "membership-secret-file", m.SecretFile, "file holding the shared secret that encrypts membership traffic (default: unencrypted)")
+	fs.DurationVar(&m.ProbeInterval, "membership-probe-interval", m.ProbeInterval, "how often each agent probes another")
+	fs.DurationVar(&m.ProbeTimeout, "membership-probe-timeout", m.ProbeTimeout, "how long a probe waits for its ack (less than the interval)")
+	fs.IntVar(&m.SuspicionMult, "membership-suspicion-mult", m.SuspicionMult, "probe intervals (times max(1, log10(nodes))) a suspected node has to refute before it is declared dead")
+	fs.IntVar(&m.SuspicionMaxTimeoutMult, "membership-suspicion-max-timeout-mult", m.SuspicionMaxTimeoutMult, "upper bound of the suspicion timeout, as a multiple of its minimum")
+	fs.DurationVar(&m.GossipInterval, "membership-gossip-interval", m.GossipInterval, "how often membership news is gossiped")
+	fs.DurationVar(&m.RejoinInterval, "membership-rejoin-interval", m.RejoinInterval, "how often nodes missing from the view are joined again")
 }
 
 func splitList(s string) []string {
@@ -142,7 +201,55 @@ func (c *Agent) Validate() error {
 	if c.IP6TablesPath == "" {
 		errs = append(errs, field.Required(root.Child("ip6tablesPath"), ""))
 	}
+	errs = append(errs, c.validateAnnounce(root)...)
 	return aggregate("invalid configuration", errs)
+}
+
+func (c *Agent) validateAnnounce(root *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, a := range c.Announcers {
+		needsMembership, ok := KnownAnnouncers[a]
+		switch {
+		case !ok:
+			errs = append(errs, field.NotSupported(root.Child("announcers").Index(i), a, slices.Sorted(maps.Keys(KnownAnnouncers))))
+		case needsMembership && !c.Membership.Enabled:
+			errs = append(errs, field.Invalid(root.Child("announcers").Index(i), a, "needs --membership"))
+		}
+	}
+	m, mp := c.Membership, root.Child("membership")
+	if !m.Enabled {
+		return errs
+	}
+	if m.BindAddress != "" {
+		if a, err := netip.ParseAddr(m.BindAddress); err != nil || a.IsUnspecified() || a.Zone() != "" {
+			errs = append(errs, field.Invalid(mp.Child("bindAddress"), m.BindAddress, "must be a node IP"))
+		}
+	}
+	if m.Port < 1 || m.Port > 65535 {
+		errs = append(errs, field.Invalid(mp.Child("port"), m.Port, "must be in 1..65535"))
+	}
+	if m.SecretFile != "" {
+		if _, err := os.Stat(m.SecretFile); err != nil {
+			errs = append(errs, field.Invalid(mp.Child("secretFile"), m.SecretFile, err.Error()))
+		}
+	}
+	if m.ProbeInterval <= 0 {
+		errs = append(errs, field.Invalid(mp.Child("probeInterval"), m.ProbeInterval.String(), "must be > 0"))
+	}
+	if m.ProbeTimeout <= 0 || m.ProbeTimeout >= m.ProbeInterval {
+		errs = append(errs, field.Invalid(mp.Child("probeTimeout"), m.ProbeTimeout.String(), "must be > 0 and less than probeInterval"))
+	}
+	for name, d := range map[string]time.Duration{"gossipInterval": m.GossipInterval, "rejoinInterval": m.RejoinInterval} {
+		if d <= 0 {
+			errs = append(errs, field.Invalid(mp.Child(name), d.String(), "must be > 0"))
+		}
+	}
+	for name, n := range map[string]int{"suspicionMult": m.SuspicionMult, "suspicionMaxTimeoutMult": m.SuspicionMaxTimeoutMult} {
+		if n < 1 {
+			errs = append(errs, field.Invalid(mp.Child(name), n, "must be >= 1"))
+		}
+	}
+	return errs
 }
 
 // NodePortPrimary in NodePortAddresses stands for the Node's primary IP of each family.

@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -49,7 +51,18 @@ func Run(ctx context.Context, cfg config.Agent) error {
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
-	a, err := newAgent(ctx, cfg, cs)
+	var dyn dynamic.Interface
+	if len(cfg.Announcers) > 0 {
+		if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
+			return fmt.Errorf("creating dynamic client: %w", err)
+		}
+		// Without the CRD (or the RBAC to list it) the pool informer would never sync and the
+		// agent would wait silently: say so at startup instead.
+		if _, err := dyn.Resource(tracker.AddressPoolsResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return fmt.Errorf("--announce needs AddressPools (install deploy/crds, and let the agent list addresspools.portico-lb.io): %w", err)
+		}
+	}
+	a, err := newAgent(ctx, cfg, cs, dyn)
 	if err != nil {
 		return err
 	}
@@ -68,13 +81,15 @@ type agent struct {
 }
 
 // newAgent wires the tracker, the loop and the agent's own health; the consumers are created in
-// run, once the Node (and so its IP families) is known.
-func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface) (*agent, error) {
+// run, once the Node (and so its IP families) is known. dyn (needed by announcers) watches
+// AddressPools.
+func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, dyn dynamic.Interface) (*agent, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	log := logr.FromContextOrDiscard(ctx)
 	loop := newSyncLoop(log, cfg.NodeName, cfg.MinSyncPeriod, newLoopMetrics(reg))
-	t, err := tracker.New(cs, cfg.NodeName, loop.notify)
+	t, err := tracker.New(cs, cfg.NodeName, loop.notify, tracker.Options{
+		AllNodes: cfg.Membership.Enabled || len(cfg.Announcers) > 0, Pools: dyn})
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +106,10 @@ func (a *agent) run(ctx context.Context) error {
 	ctx = logr.NewContext(ctx, a.log)
 	a.tracker.Start(ctx.Done())
 	bindFailed := func(types.NamespacedName, uint16, error) {}
+	var recorder events.EventRecorder
 	if a.cs != nil {
 		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: a.cs.EventsV1()})
-		recorder := broadcaster.NewRecorder(scheme.Scheme, eventsComponent)
+		recorder = broadcaster.NewRecorder(scheme.Scheme, eventsComponent)
 		bindFailed = func(svc types.NamespacedName, port uint16, err error) {
 			ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
 			recorder.Eventf(ref, nil, corev1.EventTypeWarning, reasonHealthCheckFailed, "Listen",
@@ -116,8 +132,23 @@ func (a *agent) run(ctx context.Context) error {
 		Healthy: a.health.Healthy, BindFailed: bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
 	defer hcServers.Close()
 	// The health checks follow the rules: they listen where NodePorts answer, known after the
-	// proxier's sync.
+	// proxier's sync. Announcers come last (see announcers).
 	a.loop.consumers = []Consumer{proxier, hcServers}
+	if a.cfg.Membership.Enabled {
+		leave, err := a.startMembership(ctx)
+		if err != nil {
+			return err
+		}
+		defer leave()
+	}
+	for _, name := range a.cfg.Announcers {
+		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: recorder, registry: a.registry})
+		if err != nil {
+			return fmt.Errorf("starting announcer %s: %w", name, err)
+		}
+		defer stop() // before leaving membership: stop answering, then leave
+		a.loop.consumers = append(a.loop.consumers, c)
+	}
 
 	errc := make(chan error, 2)
 	if addr := a.cfg.HealthzBindAddress; addr != "" && addr != "0" {

@@ -1,7 +1,8 @@
 // Package nodeproxy is portico-agent, the per-node dataplane. Run wires its rooms:
 //
-//   - tracker: informers on Services, EndpointSlices and this Node; it records which Services
-//     changed and queues a sync, and offers the State every consumer reads;
+//   - tracker: informers on Services, EndpointSlices and this Node (every Node and the
+//     AddressPools when announcers run); it records which Services changed and queues a sync,
+//     and offers the State every consumer reads;
 //   - the sync loop (this package): one rate-limited loop that hands the same tracker.State to
 //     every Consumer, in order, and retries failures as full syncs;
 //   - netfilter: the netfilter programmer, a Consumer: per IP family it renders the changed
@@ -9,6 +10,10 @@
 //     deletes stale UDP conntrack entries; it also owns --cleanup;
 //   - healthcheck: the healthCheckNodePort servers (a Consumer) and the agent's own /healthz and
 //     /livez;
+//   - membership (--membership): which nodes' agents are alive, known within a second
+//     (hashicorp/memberlist); started and joined before the first sync (liveness.go);
+//   - announce: the VIP announcers (--announce=l2), Consumers registered in announcers.go and
+//     run after netfilter and the health checks; package announce explains how they join;
 //   - serviceports: the pure translation of a Service and its EndpointSlices into the service
 //     ports of one family (endpoint conditions, topology hints, traffic policies, source ranges
 //     and affinity by controllers/servicemodel, the rules the controller applies too).
@@ -19,7 +24,8 @@
 // # Consumers
 //
 // A Consumer (Name, Sync(ctx, *tracker.State) error) is how a room joins the loop; a VIP
-// announcer (ARP, NDP, BGP) is added as one more Consumer in Run, without touching netfilter.
+// announcer (ARP and NDP now, BGP next) is one more Consumer, registered by one line in
+// announcers.go, without touching netfilter.
 // On every sync each consumer gets:
 //
 //   - State.Changed, the Services changed since the last successful sync, sorted, and
@@ -32,7 +38,12 @@
 //     read-only; State.Store.Services() lists every Service at any time, so a consumer that
 //     wants the complete state on every sync can have it;
 //   - State.Node (nil until the Node exists) and State.NodeEligible (the controller's rule:
-//     known, not being deleted, not excluded from load balancers).
+//     known, not being deleted, not excluded from load balancers);
+//   - State.Store.Nodes() and State.Store.AddressPools() (every Node and the pools when
+//     announcers run; this Node alone and no pools otherwise);
+//   - State.Alive and State.Dead, the membership view (nil without --membership): netfilter
+//     leaves out endpoints on Dead nodes unless none would remain (package announce, "No
+//     traffic to dead nodes"), announcers elect among Alive.
 //
 // A consumer returns an error to have the sync retried: the loop puts the changes back into the
 // tracker, and the retry (with the queue's exponential back-off, 0.5 s to 30 s) is a full sync
@@ -45,7 +56,10 @@
 //
 // Informer events only record which Services changed and add the single key "sync" to a
 // client-go rate-limiting workqueue, so bursts coalesce; a golang.org/x/time/rate limiter holds
-// syncs to one per --min-sync-period. A full sync runs at start, after any failure, when the
+// syncs to one per --min-sync-period. A change of the membership view marks the Services with
+// endpoints on the nodes whose liveness changed and queues a sync that skips the limiter:
+// failover time counts, and such changes are rare. That sync is partial (announcers recompute
+// every VIP on every sync), so a failover does not wait for a full sync's rewrite. A full sync runs at start, after any failure, when the
 // Node's addresses or zone change, and every --sync-period, which repairs drift in the kernel
 // (a flushed or edited chain, a deleted jump; see package rules for what a full sync writes; at
 // 10,000 Services it costs one iptables-save, about 1.5 s here, when nothing drifted); the

@@ -56,8 +56,14 @@ type syncLoop struct {
 	metrics   *loopMetrics
 	// synced is told about every successful sync (nil: nobody).
 	synced func()
+	// liveness returns the membership view for State.Alive and State.Dead (nil: no
+	// membership).
+	liveness func() (alive, dead map[string]bool)
 
 	fullPending atomic.Bool
+	// urgent lets the next sync skip the rate limiter (a membership change: failover time
+	// counts).
+	urgent atomic.Bool
 }
 
 func newSyncLoop(log logr.Logger, node string, minSyncPeriod time.Duration, m *loopMetrics) *syncLoop {
@@ -86,6 +92,17 @@ func (l *syncLoop) requestFull() {
 	l.queue.Add(syncKey)
 }
 
+// requestUrgent queues a sync that does not wait for the rate limiter: the membership view
+// changed, and a failover should not wait up to --min-sync-period. Membership changes are rare
+// (a node dies, leaves or joins), so this does not defeat the limiter. The sync is partial:
+// the caller marks the Services whose rules the change affects (those with endpoints on the
+// nodes concerned), and announcers recompute every VIP on every sync anyway, so that a
+// failover does not wait for a full sync's rewrite (seconds at 10,000 Services).
+func (l *syncLoop) requestUrgent() {
+	l.urgent.Store(true)
+	l.queue.Add(syncKey)
+}
+
 // processNext runs one sync from the queue, at most one per MinSyncPeriod. It reports false
 // when the loop is shut down.
 func (l *syncLoop) processNext(ctx context.Context) bool {
@@ -94,7 +111,11 @@ func (l *syncLoop) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer l.queue.Done(key)
-	if err := l.limiter.Wait(ctx); err != nil {
+	if l.urgent.Swap(false) {
+		if err := ctx.Err(); err != nil {
+			return false
+		}
+	} else if err := l.limiter.Wait(ctx); err != nil {
 		return false
 	}
 	if err := l.sync(ctx); err != nil {
@@ -119,6 +140,9 @@ func (l *syncLoop) sync(ctx context.Context) error {
 	if err != nil {
 		l.changes.Restore(changed)
 		return err
+	}
+	if l.liveness != nil {
+		st.Alive, st.Dead = l.liveness()
 	}
 	var errs []error
 	for _, c := range l.consumers {

@@ -3,10 +3,13 @@ package nodeproxy
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +26,7 @@ import (
 // loopFixture is the sync loop over a tracker without informers, the real netfilter
 // programmer over the fake netfilter seam, and a recording consumer.
 type loopFixture struct {
+	store    *tracker.CacheStore
 	loop     *syncLoop
 	tracker  *tracker.Tracker
 	fake     *netfiltertest.Fake
@@ -53,7 +57,7 @@ func newLoopFixture(t *testing.T) *loopFixture {
 	store := tracker.NewCacheStore("node1", f.services, f.slices, cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	f.loop = newSyncLoop(logr.Discard(), "node1", 0, newLoopMetrics(nil))
 	f.tracker = tracker.NewForStore(store, f.loop.notify)
-	f.loop.changes, f.loop.store = f.tracker, store
+	f.loop.changes, f.loop.store, f.store = f.tracker, store, store
 	proxier := netfilter.New(netfilter.Options{Config: config.DefaultAgent(), Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: f.fake}})
 	f.loop.consumers = []Consumer{proxier, f.rec}
 	t.Cleanup(f.loop.queue.ShutDown)
@@ -176,5 +180,65 @@ func TestSyncLoopConsumerFailure(t *testing.T) {
 	f.loop.processNext(ctx)
 	if st := f.rec.states[len(f.rec.states)-1]; !st.Full || len(st.Changed) != 1 {
 		t.Errorf("retry: full=%v changed=%v", st.Full, st.Changed)
+	}
+}
+
+// TestMembershipChangeSkipsLimiterAndDropsDeadEndpoints: a membership change (the Services with
+// endpoints on the node marked, then requestUrgent) syncs at once despite --min-sync-period, as
+// a partial sync over those Services that hands the view to every consumer, and netfilter
+// leaves the dead node's endpoint out; an ordinary change still waits.
+func TestMembershipChangeSkipsLimiterAndDropsDeadEndpoints(t *testing.T) {
+	f := newLoopFixture(t)
+	f.loop.limiter = rate.NewLimiter(rate.Every(time.Hour), 1)
+	dead := map[string]bool{}
+	f.loop.liveness = func() (map[string]bool, map[string]bool) {
+		return map[string]bool{"node1": true, "node2": !dead["node2"]}, maps.Clone(dead)
+	}
+	_ = f.services.Update(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{ClusterIP: "198.18.0.10", ClusterIPs: []string{"198.18.0.10"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}})
+	port, portName, proto, n1, n2 := int32(8080), "http", corev1.ProtocolTCP, "node1", "node2"
+	_ = f.slices.Update(&discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: "web", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"198.19.1.2"}, NodeName: &n1},
+			{Addresses: []string{"198.19.2.2"}, NodeName: &n2}},
+	})
+	f.tracker.Mark(types.NamespacedName{Namespace: "ns", Name: "web"})
+	f.loop.requestFull()
+	if !f.loop.processNext(context.Background()) {
+		t.Fatal("loop shut down")
+	}
+	if !strings.Contains(f.bucket(), "198.19.2.2:8080") {
+		t.Fatalf("node2's endpoint missing while node2 is alive:\n%s", f.bucket())
+	}
+
+	dead["node2"] = true
+	marked := f.store.ServicesWithEndpointsOn(map[string]bool{"node2": true})
+	if len(marked) != 1 || marked[0].Name != "web" {
+		t.Fatalf("services with endpoints on node2 = %v, want web", marked)
+	}
+	f.loop.urgent.Store(true)
+	f.tracker.Mark(marked[0])
+	f.loop.requestUrgent()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if !f.loop.processNext(ctx) {
+		t.Fatal("the membership change waited for the rate limiter")
+	}
+	st := f.rec.states[len(f.rec.states)-1]
+	if st.Full || len(st.Changed) != 1 || !st.Dead["node2"] || st.Alive["node2"] {
+		t.Errorf("sync after the change: full=%v changed=%v alive=%v dead=%v, want a partial sync of web with node2 dead", st.Full, st.Changed, st.Alive, st.Dead)
+	}
+	if b := f.bucket(); strings.Contains(b, "198.19.2.2:8080") || !strings.Contains(b, "198.19.1.2:8080") {
+		t.Errorf("rules after node2 died, want node1's endpoint only:\n%s", b)
+	}
+
+	f.service("db", "198.19.1.3")
+	short, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	if f.loop.processNext(short) {
+		t.Error("an ordinary change did not wait for the rate limiter")
 	}
 }

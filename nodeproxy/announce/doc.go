@@ -1,38 +1,77 @@
-// Package announce is where the agent's VIP announcers live: l2 (ARP/NDP), later bgp, and
-// election, the one rule for which node announces a VIP on layer 2. This file sketches how they
-// join portico-agent; the integration follows the split of nodeproxy into a change tracker and a
-// sync loop driving consumers (not merged yet when this was written).
+// Package announce is where the agent's VIP announcers live: l2 (ARP/NDP; BGP joins the same
+// way), election (the one rule for which node announces a VIP on layer 2), and, in this
+// package, Targets: the VIPs to announce and what their choice depends on, computed alike by
+// every announcer and every agent.
 //
-// # Inputs from the tracked state
+// # How an announcer joins portico-agent
 //
-// The election for a VIP needs, on every agent alike:
-//   - the Node objects (the tracker already watches this Node; it must watch all Nodes for
-//     eligibility, labels for the pool's L2 nodeSelector, and InternalIPs for membership peers);
-//   - the membership view (package membership): its Changes channel is one more event source of
-//     the sync loop, like an informer event, and triggers a partial sync of the announcer only;
-//   - the Services of type LoadBalancer with their status.loadBalancer.ingress IPs (the
-//     allocator's record), externalTrafficPolicy, and for Local the nodes with a ready endpoint
-//     (from the EndpointSlices the tracker already follows);
-//   - the AddressPool that holds each VIP (spec.announce.l2.nodeSelector and .interfaces).
+// An announcer is a Consumer of the agent's sync loop (package nodeproxy), registered by name
+// in nodeproxy/announcers.go and selected with --announce (config.KnownAnnouncers). It runs
+// after netfilter and the health checks on every sync, so that the rules (without the
+// endpoints of dead nodes, below) are in place before a VIP draws traffic to this node. With
+// any announcer the tracker (package tracker, tracker.Options) watches every Node and the
+// AddressPools, and tracker.State carries:
 //
-// The L2 consumer then computes, for each VIP, election.Winner; the VIPs this node wins, with the
-// pool's interfaces (or the interface holding the node IP when the pool names none), are passed
-// to l2.Announcer.Set in one call per sync, and a full sync repeats it (the announcer reopens
-// failed sockets then). When the view grows (a healed partition), the consumer calls
-// Reannounce so that clients that followed the other side come back. An agent must join its
-// peers (membership.SetPeers, which blocks for the first join) before its first election: alone
-// in its view it would win every VIP. An Event on the Service and a metric record each change of
-// announcer.
+//   - Store.Nodes(): the Node objects (eligibility by servicemodel.NodeEligible and the
+//     NetworkUnavailable condition, labels for a pool's node selector, InternalIPs for the
+//     membership peers); a Node change that matters to elections (labels, addresses, taints,
+//     condition statuses, deletion; not heartbeats) queues a sync;
+//   - Store.AddressPools(): the pools; a spec change queues a sync;
+//   - Alive and Dead: the membership view (package membership). A change of the view marks
+//     the Services with endpoints on the nodes concerned and queues a sync that skips the
+//     loop's rate limiter (--min-sync-period), so a failover waits neither for the limiter
+//     nor for a full sync;
+//   - the Services with their status.loadBalancer.ingress IPs (the allocator's record),
+//     externalTrafficPolicy and EndpointSlices, as for every consumer.
+//
+// Targets turns these into one Target per VIP of an AddressPool (VIPs of no pool belong to
+// another provider and are left alone): the pool, the Services holding the VIP, and for
+// externalTrafficPolicy: Local the nodes with a ready endpoint. Announcers recompute every VIP
+// on every sync: an election reads Nodes, pools and the view, which no Service change list
+// covers, and costs one hash per candidate node and VIP.
+//
+// The agent starts membership (with --membership) after its caches synced and joins the
+// agents of every Node's InternalIP (of the bind address's family) before the first sync: an
+// agent alone in its view would win every VIP. It keeps the peer list current from the Nodes
+// and leaves gracefully on exit, after the announcers stopped answering.
+//
+// # Layer 2 (package l2)
+//
+// l2.Consumer computes, for each VIP of a pool with spec.announce.l2, election.Winner among the
+// eligible nodes that match the pool's node selector and that membership reports alive (with
+// Local, only nodes with a ready endpoint). The VIPs this node wins are passed, with the pool's
+// interfaces (or the interfaces holding an address on the VIP's subnet, else the one holding
+// the node's InternalIP of its family), to l2.Announcer.Set in one call per sync; a full sync
+// repeats it and so reopens failed sockets. When the view grows (a healed partition) and the
+// node still announces something, it calls Reannounce so that clients that followed the other
+// side come back. The new announcer of a VIP records a Normal L2Announcing Event on each
+// Service holding it, related to its Node ("node N announces VIP by ARP (previously: M)"; one
+// per Service and sync, since the events library folds Events that differ only in their note
+// into a series: a node taking the same Service over again counts up its series) and
+// counts portico_agent_l2_takeovers_total when another node announced it before; the gauge
+// portico_agent_l2_announced{vip} shows what a node answers for.
+//
+// # Partitions
+//
+// A node cut off from the others sees them all dead and announces every VIP it may, while the
+// others elect among themselves: two announcers. The isolated one reaches nobody on the
+// segment it lost, so clients follow the majority's gratuitous announcements. When the link
+// comes back, the agents' rejoin loop (--membership-rejoin-interval) merges the views, the
+// election gives every VIP one announcer again, the loser withdraws, and the winner, whose view
+// grew, re-announces. e2e/l2agent tests this (a cut of the announcing node's link, then the
+// heal: only one MAC answers arping again within seconds). There is no fencing: during the
+// merge both may answer for a moment.
 //
 // # No traffic to dead nodes (issue 9, item 5)
 //
 // Kubernetes takes about 40 s to mark a dead node NotReady and longer to drop its endpoints, so
-// after a failover the new announcer would still DNAT a share of the connections to pods on the
-// dead node. Every agent therefore filters the endpoints it renders: an endpoint whose nodeName
-// membership reports dead is left out of the iptables rules (as if not ready) until Kubernetes
-// catches up; when a node reappears in the view its endpoints come back on the next sync. Rules
-// for an endpoint set that would become empty keep the dead endpoints instead (better a partial
-// outage than rejecting everything when the view itself is wrong, e.g. this node is the one
-// partitioned). This needs the rules builder to take a node-liveness filter from the tracker,
-// which is part of the split above; it is not implemented yet.
+// after a failover the new announcer would still send a share of the connections to pods on
+// the dead node. Every agent therefore leaves out of its rules the endpoints whose nodeName is
+// in State.Dead (package serviceports, Node.Dead): nodes that were alive in the view and left
+// it, until they come back. Dead includes agents stopped gracefully (memberlist v0.5.4's leave
+// notification does not tell a failure from a leave), which costs capacity, not
+// availability, while an agent restarts. An endpoint set that would be left with no ready
+// endpoint keeps the dead ones instead: better a partial outage than rejecting everything
+// when the view itself is wrong (this node being the one cut off). Without --membership
+// nothing is left out.
 package announce

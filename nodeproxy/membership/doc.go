@@ -2,8 +2,10 @@
 // the Kubernetes API (node leases take 40 s to turn a node NotReady). Every agent runs a
 // hashicorp/memberlist member named after its Node, bound to the node's IP; the members probe
 // each other over UDP (SWIM with Lifeguard's suspicion) and gossip what they learn. The package
-// exposes a view, the set of alive node names, and a channel that signals each change of it.
-// package election turns the view into announcers.
+// exposes a view, the set of alive node names, the nodes that were alive and left it (Dead:
+// failed or left gracefully; memberlist v0.5.4's leave notification does not tell them apart),
+// and a channel that signals each change. Package election turns the view into announcers;
+// portico-agent also leaves endpoints on Dead nodes out of its rules (package announce).
 //
 // # Timings and the detection math
 //

@@ -112,8 +112,10 @@ type Membership struct {
 	cfg  Config
 	list *memberlist.Memberlist
 
-	mu      sync.Mutex
-	alive   map[string]bool
+	mu    sync.Mutex
+	alive map[string]bool
+	// dead are the nodes that were alive and left the view, and have not come back.
+	dead    map[string]bool
 	peers   []netip.Addr
 	changed chan struct{}
 
@@ -132,6 +134,7 @@ func Start(cfg Config) (*Membership, error) {
 	m := &Membership{
 		cfg:     cfg,
 		alive:   map[string]bool{},
+		dead:    map[string]bool{},
 		changed: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -171,6 +174,17 @@ func (m *Membership) IsAlive(node string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.alive[node]
+}
+
+// Dead returns a copy of the nodes that were alive in the view and left it, and have not come
+// back: declared dead by the failure detector (a crash, a cut link) or left gracefully (an
+// agent stopped). memberlist v0.5.4 does not tell the two apart in its leave notification
+// (the Node it passes keeps its last alive state), so both count. A node never seen alive is
+// not dead.
+func (m *Membership) Dead() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.dead)
 }
 
 // Changes receives a value after the view changed; several changes may coalesce into one.
@@ -281,8 +295,10 @@ func (m *Membership) set(name string, alive bool) {
 	}
 	if alive {
 		m.alive[name] = true
+		delete(m.dead, name)
 	} else {
 		delete(m.alive, name)
+		m.dead[name] = true
 	}
 	m.mu.Unlock()
 	m.cfg.Log.Info("Membership view changed", "node", name, "alive", alive)

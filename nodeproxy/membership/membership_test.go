@@ -84,6 +84,9 @@ func TestViewFollowsMembers(t *testing.T) {
 	}
 	for _, m := range ms {
 		waitView(t, m, 5*time.Second, "node1", "node2", "node3")
+		if d := m.Dead(); len(d) != 0 {
+			t.Errorf("%s: dead = %v before any failure", m.cfg.NodeName, d)
+		}
 	}
 
 	// A crash: the others drop it within the detection time (about 0.6 s, see doc.go).
@@ -91,6 +94,9 @@ func TestViewFollowsMembers(t *testing.T) {
 	for _, m := range ms[:2] {
 		d := waitView(t, m, 3*time.Second, "node1", "node2")
 		t.Logf("%s saw node3 dead after %v", m.cfg.NodeName, d)
+		if d := m.Dead(); len(d) != 1 || !d["node3"] {
+			t.Errorf("%s: dead = %v, want node3", m.cfg.NodeName, d)
+		}
 	}
 
 	// The crashed node comes back: the rejoin loop merges it without a new SetPeers.
@@ -98,6 +104,9 @@ func TestViewFollowsMembers(t *testing.T) {
 	back.SetPeers(addrs(3))
 	for _, m := range []*Membership{ms[0], ms[1], back} {
 		waitView(t, m, 5*time.Second, "node1", "node2", "node3")
+		if d := m.Dead(); len(d) != 0 {
+			t.Errorf("%s: dead = %v after node3 came back", m.cfg.NodeName, d)
+		}
 	}
 
 	// A graceful leave is seen faster than any failure detection could be.

@@ -262,6 +262,7 @@ func (p *familyProxier) reset(st *tracker.State) error {
 func (p *familyProxier) render(st *tracker.State, keys []types.NamespacedName) (*StaleUDP, error) {
 	stale := newStaleUDP()
 	node := serviceports.NodeOf(st.NodeName, st.Node)
+	node.Dead = st.Dead
 	for _, key := range keys {
 		svc, slices, err := st.Service(key)
 		if err != nil {

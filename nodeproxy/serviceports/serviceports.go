@@ -2,6 +2,7 @@ package serviceports
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,10 @@ type Node struct {
 	Name string
 	// Zone is the Node's topology.kubernetes.io/zone label ("" when unset).
 	Zone string
+	// Dead are the nodes membership reports dead (tracker.State.Dead): their endpoints are
+	// left out, as if not ready, until Kubernetes catches up, unless that would leave a
+	// service port without a ready endpoint (see dropDead).
+	Dead map[string]bool
 }
 
 // NodeOf describes n (a nil Node is known by name only).
@@ -108,6 +113,7 @@ func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nod
 	}
 	var out []rules.Endpoint
 	var hints []*discoveryv1.EndpointHints // out[i]'s hints
+	var onDead []bool                      // out[i] is on a dead node
 	for _, s := range slices {
 		if !sliceFamily(s.AddressType, family) {
 			continue
@@ -149,10 +155,35 @@ func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nod
 				Local: e.NodeName != nil && *e.NodeName == node.Name,
 			})
 			hints = append(hints, e.Hints)
+			onDead = append(onDead, e.NodeName != nil && node.Dead[*e.NodeName])
 		}
 	}
+	out, hints = dropDead(out, hints, onDead)
 	applyTopology(out, hints, node)
 	return out
+}
+
+// dropDead leaves out the endpoints on dead nodes, unless no ready endpoint would remain:
+// then all are kept, since a wrong view (this node being the one cut off) must not turn a
+// working service into one that rejects everything.
+func dropDead(eps []rules.Endpoint, hints []*discoveryv1.EndpointHints, onDead []bool) ([]rules.Endpoint, []*discoveryv1.EndpointHints) {
+	if !slices.Contains(onDead, true) {
+		return eps, hints
+	}
+	var keptEps []rules.Endpoint
+	var keptHints []*discoveryv1.EndpointHints
+	readyLeft := false
+	for i, e := range eps {
+		if onDead[i] {
+			continue
+		}
+		keptEps, keptHints = append(keptEps, e), append(keptHints, hints[i])
+		readyLeft = readyLeft || e.Ready
+	}
+	if !readyLeft {
+		return eps, hints
+	}
+	return keptEps, keptHints
 }
 
 func sliceFamily(t discoveryv1.AddressType, f rules.Family) bool {

@@ -223,3 +223,54 @@ func TestSourceRangesAsTheControllerAccepts(t *testing.T) {
 		}
 	}
 }
+
+func TestDeadNodeEndpointsLeftOut(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, ClusterIPs: []string{"198.18.0.10"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	type ep struct {
+		ip, node string
+		ready    bool
+	}
+	slice := func(eps ...ep) *discoveryv1.EndpointSlice {
+		s := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4,
+			Ports: []discoveryv1.EndpointPort{{Name: ptr("http"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}}}
+		for _, e := range eps {
+			s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.ip}, NodeName: ptr(e.node),
+				Conditions: discoveryv1.EndpointConditions{Ready: ptr(e.ready)}})
+		}
+		return s
+	}
+	cases := []struct {
+		name string
+		dead map[string]bool
+		eps  []ep
+		want string // every rendered endpoint's IP
+	}{
+		{"no view: all", nil, []ep{{"198.19.1.1", "node1", true}, {"198.19.2.1", "node2", true}}, "198.19.1.1 198.19.2.1"},
+		{"dead node's endpoints left out", map[string]bool{"node2": true},
+			[]ep{{"198.19.1.1", "node1", true}, {"198.19.2.1", "node2", true}, {"198.19.3.1", "node3", true}}, "198.19.1.1 198.19.3.1"},
+		{"dead node's unready endpoints left out too", map[string]bool{"node2": true},
+			[]ep{{"198.19.1.1", "node1", true}, {"198.19.2.1", "node2", false}}, "198.19.1.1"},
+		{"only dead endpoints ready: all kept", map[string]bool{"node2": true},
+			[]ep{{"198.19.1.1", "node1", false}, {"198.19.2.1", "node2", true}}, "198.19.1.1 198.19.2.1"},
+		{"every endpoint dead: all kept", map[string]bool{"node2": true, "node3": true},
+			[]ep{{"198.19.2.1", "node2", true}, {"198.19.3.1", "node3", true}}, "198.19.2.1 198.19.3.1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ports := ServicePorts(svc, []*discoveryv1.EndpointSlice{slice(c.eps...)}, Node{Name: "node1", Dead: c.dead}, rules.IPv4)
+			var got []string
+			for _, e := range ports[0].Endpoints {
+				got = append(got, e.IP.String())
+			}
+			if s := strings.Join(got, " "); s != c.want {
+				t.Errorf("endpoints = %q, want %q", s, c.want)
+			}
+		})
+	}
+}

@@ -7,11 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/controllers/servicemodel"
 )
 
@@ -32,6 +35,12 @@ type State struct {
 	Changed []types.NamespacedName
 	// Store reads the tracked objects.
 	Store Store
+	// Alive and Dead are the membership view (package membership) when the agent runs one,
+	// nil otherwise: Alive holds the nodes alive now (this one included), Dead the nodes the
+	// failure detector declared dead after they were alive (not those that left gracefully,
+	// nor those never seen). Announcers elect among Alive; the rules leave out endpoints on
+	// Dead nodes.
+	Alive, Dead map[string]bool
 }
 
 // Store is read access to the tracked objects (the informer caches).
@@ -42,6 +51,11 @@ type Store interface {
 	Services() ([]types.NamespacedName, error)
 	// Node returns this node, or nil.
 	Node() *corev1.Node
+	// Nodes lists every Node the tracker watches, sorted by name: all of them when it watches
+	// all Nodes (Options.AllNodes), else this node alone.
+	Nodes() ([]*corev1.Node, error)
+	// AddressPools lists the AddressPools, sorted by name; none when they are not watched.
+	AddressPools() ([]v1alpha1.AddressPool, error)
 }
 
 // NodeEligible reports whether this node is a load-balancer backend by the controller's rule
@@ -86,6 +100,14 @@ type CacheStore struct {
 	// Services: 10^8 label matches per family).
 	slicesByService cache.Indexer
 	nodes           corelisters.NodeLister
+	// pools holds AddressPools as unstructured objects (a dynamic informer); nil: none.
+	pools cache.Indexer
+}
+
+// WithPools makes c read AddressPools from pools (unstructured objects) and returns c.
+func (c *CacheStore) WithPools(pools cache.Indexer) *CacheStore {
+	c.pools = pools
+	return c
 }
 
 // NewCacheStore reads Services from services, EndpointSlices from slices (which must have the
@@ -134,6 +156,61 @@ func (c *CacheStore) Node() *corev1.Node {
 		return nil
 	}
 	return n
+}
+
+// Nodes implements Store.
+func (c *CacheStore) Nodes() ([]*corev1.Node, error) {
+	list, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	slices.SortFunc(list, func(a, b *corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
+	return list, nil
+}
+
+// AddressPools implements Store.
+func (c *CacheStore) AddressPools() ([]v1alpha1.AddressPool, error) {
+	if c.pools == nil {
+		return nil, nil
+	}
+	var out []v1alpha1.AddressPool
+	for _, o := range c.pools.List() {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		var ap v1alpha1.AddressPool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), &ap); err != nil {
+			return nil, fmt.Errorf("decoding AddressPool %s: %w", u.GetName(), err)
+		}
+		out = append(out, ap)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.AddressPool) int { return cmp.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// ServicesWithEndpointsOn lists the Services with an endpoint (ready or not) on one of nodes,
+// sorted: the ones whose rules change when those nodes' liveness does.
+func (c *CacheStore) ServicesWithEndpointsOn(nodes map[string]bool) []types.NamespacedName {
+	seen := map[types.NamespacedName]bool{}
+	for _, o := range c.slicesByService.List() {
+		s, ok := o.(*discoveryv1.EndpointSlice)
+		if !ok || s.Labels[discoveryv1.LabelServiceName] == "" {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if e.NodeName != nil && nodes[*e.NodeName] {
+				seen[types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}] = true
+				break
+			}
+		}
+	}
+	out := make([]types.NamespacedName, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	slices.SortFunc(out, compareKeys)
+	return out
 }
 
 // SliceServiceIndex indexes EndpointSlices by "namespace/service" (their service-name label).

@@ -2,17 +2,24 @@ package tracker
 
 import (
 	"fmt"
+	"maps"
+	"reflect"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/portico-lb/portico/api/v1alpha1"
 )
 
 // informerResync is how often informers replay their caches (kube-proxy's configSyncPeriod).
@@ -21,6 +28,7 @@ const informerResync = 15 * time.Minute
 // Tracker watches Services, EndpointSlices and this node, remembers which Services changed
 // since the last sync, and calls notify on every change. It never computes rules.
 type Tracker struct {
+	node   string
 	store  *CacheStore
 	notify func()
 	// synced report when the caches and the event handlers have seen the initial objects.
@@ -36,13 +44,29 @@ type Tracker struct {
 	queuedAt time.Time
 }
 
+// AddressPoolsResource is the AddressPool resource the tracker watches with Options.Pools.
+var AddressPoolsResource = v1alpha1.GroupVersion.WithResource("addresspools")
+
+// Options select what a Tracker watches beyond Services, EndpointSlices and this Node.
+type Options struct {
+	// AllNodes watches every Node (announcers elect among them) instead of this node alone.
+	// A change to another node's labels, addresses, conditions, taints or deletion queues a
+	// sync without marking any Service.
+	AllNodes bool
+	// Pools, when set, watches AddressPools (portico-lb.io/v1alpha1) through it; a change
+	// queues a sync without marking any Service.
+	Pools dynamic.Interface
+}
+
 // New sets up the informers of a Tracker for node; notify is called (from informer goroutines)
 // after every recorded change. Start runs the informers.
-func New(cs kubernetes.Interface, node string, notify func()) (*Tracker, error) {
+func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tracker, error) {
 	factory := informers.NewSharedInformerFactory(cs, informerResync)
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
+			if !opts.AllNodes {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
+			}
 		}))
 	svcInf := factory.Core().V1().Services()
 	sliceInf := factory.Discovery().V1().EndpointSlices()
@@ -50,12 +74,32 @@ func New(cs kubernetes.Interface, node string, notify func()) (*Tracker, error) 
 	if err := sliceInf.Informer().AddIndexers(cache.Indexers{SliceServiceIndex: SliceServiceKey}); err != nil {
 		return nil, fmt.Errorf("adding endpoint slice index: %w", err)
 	}
+	store := NewCacheStore(node, svcInf.Informer().GetIndexer(), sliceInf.Informer().GetIndexer(), nodeInf.Informer().GetIndexer())
+	starts := []func(<-chan struct{}){factory.Start, nodeFactory.Start}
 	t := &Tracker{
-		store:   NewCacheStore(node, svcInf.Informer().GetIndexer(), sliceInf.Informer().GetIndexer(), nodeInf.Informer().GetIndexer()),
+		node:    node,
+		store:   store,
 		notify:  notify,
 		changed: map[types.NamespacedName]bool{},
 		synced:  []cache.InformerSynced{svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
-		start:   func(stop <-chan struct{}) { factory.Start(stop); nodeFactory.Start(stop) },
+	}
+	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{}
+	if opts.Pools != nil {
+		poolFactory := dynamicinformer.NewDynamicSharedInformerFactory(opts.Pools, informerResync)
+		poolInf := poolFactory.ForResource(AddressPoolsResource).Informer()
+		store.WithPools(poolInf.GetIndexer())
+		starts = append(starts, poolFactory.Start)
+		t.synced = append(t.synced, poolInf.HasSynced)
+		handlers[poolInf] = cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { t.notify() },
+			UpdateFunc: func(old, obj any) { t.poolUpdated(old, obj) },
+			DeleteFunc: func(any) { t.notify() },
+		}
+	}
+	t.start = func(stop <-chan struct{}) {
+		for _, s := range starts {
+			s(stop)
+		}
 	}
 	svcHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.serviceChanged(obj) },
@@ -72,9 +116,8 @@ func New(cs kubernetes.Interface, node string, notify func()) (*Tracker, error) 
 		UpdateFunc: func(old, obj any) { t.nodeUpdated(old, obj) },
 		DeleteFunc: func(obj any) { t.nodeUpdated(nil, obj) },
 	}
-	for inf, h := range map[cache.SharedIndexInformer]cache.ResourceEventHandler{
-		svcInf.Informer(): svcHandler, sliceInf.Informer(): sliceHandler, nodeInf.Informer(): nodeHandler,
-	} {
+	handlers[svcInf.Informer()], handlers[sliceInf.Informer()], handlers[nodeInf.Informer()] = svcHandler, sliceHandler, nodeHandler
+	for inf, h := range handlers {
 		reg, err := inf.AddEventHandler(h)
 		if err != nil {
 			return nil, fmt.Errorf("adding event handler: %w", err)
@@ -139,6 +182,16 @@ func (t *Tracker) nodeUpdated(old, obj any) {
 	if !ok {
 		return
 	}
+	if n.Name != t.node {
+		// Another node (Options.AllNodes): only what elections read matters.
+		if o, ok := old.(*corev1.Node); !ok || electionFieldsChanged(o, n) {
+			t.notify()
+		}
+		return
+	}
+	if o, ok := old.(*corev1.Node); ok && electionFieldsChanged(o, n) {
+		t.notify()
+	}
 	if o, ok := old.(*corev1.Node); ok && addressesEqual(o.Status.Addresses, n.Status.Addresses) &&
 		o.Labels[corev1.LabelTopologyZone] == n.Labels[corev1.LabelTopologyZone] {
 		return
@@ -146,6 +199,34 @@ func (t *Tracker) nodeUpdated(old, obj any) {
 	t.mu.Lock()
 	t.nodeChanged = true
 	t.mu.Unlock()
+	t.notify()
+}
+
+// electionFieldsChanged reports whether a Node changed in what announcers read: labels
+// (selectors, the exclude label), addresses (membership peers), taints and deletion
+// (eligibility), conditions' statuses (NetworkUnavailable). Heartbeat-only updates do not count.
+func electionFieldsChanged(o, n *corev1.Node) bool {
+	if !maps.Equal(o.Labels, n.Labels) || !addressesEqual(o.Status.Addresses, n.Status.Addresses) ||
+		!reflect.DeepEqual(o.Spec.Taints, n.Spec.Taints) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+		len(o.Status.Conditions) != len(n.Status.Conditions) {
+		return true
+	}
+	for i := range o.Status.Conditions {
+		if o.Status.Conditions[i].Type != n.Status.Conditions[i].Type || o.Status.Conditions[i].Status != n.Status.Conditions[i].Status {
+			return true
+		}
+	}
+	return false
+}
+
+// poolUpdated queues a sync when a pool's spec changed (status updates are the controller's
+// usage counters, which announcers do not read).
+func (t *Tracker) poolUpdated(old, obj any) {
+	o, ok1 := old.(*unstructured.Unstructured)
+	n, ok2 := obj.(*unstructured.Unstructured)
+	if ok1 && ok2 && o.GetGeneration() == n.GetGeneration() && o.GetDeletionTimestamp().IsZero() == n.GetDeletionTimestamp().IsZero() {
+		return
+	}
 	t.notify()
 }
 

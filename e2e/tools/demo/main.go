@@ -3,19 +3,22 @@
 //
 // It starts a network lab (e2e/netlab: two node namespaces and a client namespace on one LAN,
 // addresses from 198.19.0.0/16) and etcd, kube-apiserver and kube-controller-manager
-// (e2e/cluster) listening on the lab's root address, registers the two lab nodes and runs
-// portico-agent in each node namespace. It runs the portico-controller binary with the reference
-// provider (VIPs from 198.18.128.0/28), adds an echo-server pod on each node and creates
-// LoadBalancer Services: demo/web selecting the two pods, one of another class and one with a bad
-// annotation, and prints what `kubectl describe service` would show for each. The client then
-// sends TCP requests to demo/web's VIP, routed to node1 by a route in the client's namespace
-// that stands in for the router (or the bare-metal announcer, not written yet), and the demo
-// prints which pod answered and the client address the pod saw. Finally it deletes demo/web,
-// shows the finalizer releasing it and the VIP going dark.
+// (e2e/cluster) listening on the lab's root address, installs the AddressPool CRD, registers the
+// two lab nodes and runs portico-agent in each node namespace with layer-2 announcement
+// (--announce=l2 --membership). It runs the portico-controller binary with the baremetal
+// provider and an AddressPool of eight addresses on the LAN itself (.200-.207) announced by
+// ARP, adds an echo-server pod on each node and creates LoadBalancer Services: demo/web
+// selecting the two pods, one of another class and one with a bad annotation, and prints what
+// `kubectl describe service` would show for each. The client then sends TCP requests to
+// demo/web's VIP: it resolves the VIP by ARP like any address on its LAN, no route involved;
+// the demo prints `kubectl get svc` with the EXTERNAL-IP and the node that announces it, which
+// pod answered and the client address the pod saw. It then kills that node's agent: the other
+// node announces the VIP within a second and the client is still served. Finally it deletes
+// demo/web, shows the finalizer releasing it and the VIP going dark.
 //
 // Without root, the ip command or iptables-restore the lab cannot run (nor when a route of this
 // machine overlaps the lab's addresses): the demo says why and runs the controller part alone on
-// a loopback control plane. Everything it starts (processes,
+// a loopback control plane (pool 198.18.128.0/28, nothing announced). Everything it starts (processes,
 // namespaces, the lab's root link, temporary files) is removed on exit, also on Ctrl-C or error.
 package main
 
@@ -24,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -38,19 +42,24 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/cluster"
 	"github.com/portico-lb/portico/e2e/netlab"
 )
 
 const (
 	class = "portico-lb.io/demo"
-	// pool is the reference provider's VIP range, inside cluster.LBPoolCIDR (198.18.128.0/17).
-	pool = "198.18.128.0/28"
+	// loopbackPool is the AddressPool without a lab, inside cluster.LBPoolCIDR
+	// (198.18.128.0/17); with a lab the pool is on the LAN (poolOf).
+	loopbackPool = "198.18.128.0/28"
 	// echoPort is where the pods' echo servers listen (the Service's targetPort).
 	echoPort = 8080
 	requests = 10
@@ -90,10 +99,15 @@ type demo struct {
 	cs    kubernetes.Interface
 	bins  map[string]string // package name -> binary
 	ctlog string            // portico-controller's log file
+	pool  string            // the AddressPool's addresses
+	// announcer is the node the client found announcing demo/web's VIP.
+	announcer string
+	// agents are the portico-agent processes by node name.
+	agents map[string]*netlab.Process
 }
 
 func run(ctx context.Context) (err error) {
-	d := &demo{ctx: ctx, bins: map[string]string{}}
+	d := &demo{ctx: ctx, bins: map[string]string{}, pool: loopbackPool, agents: map[string]*netlab.Process{}}
 	if d.dir, err = cluster.OwnedTempDir("portico-demo-"); err != nil {
 		return err
 	}
@@ -127,6 +141,7 @@ func run(ctx context.Context) (err error) {
 			return err
 		default:
 			d.lab = lab
+			d.pool = poolOf(lab.LANPrefix())
 			defer func() {
 				if cerr := lab.Close(); cerr != nil {
 					err = errors.Join(err, cerr)
@@ -156,8 +171,14 @@ func run(ctx context.Context) (err error) {
 	}()
 	d.c, d.cs = c, c.Client()
 	fmt.Printf("kube-apiserver at %s\n", c.Host())
+	if err := c.InstallCRDs(ctx, filepath.Join("deploy", "crds")); err != nil {
+		return err
+	}
+	if err := d.addressPool(); err != nil {
+		return err
+	}
 
-	step("Starting portico-controller (provider: reference, pool " + pool + ", class " + class + ")")
+	step("Starting portico-controller (provider: baremetal, class " + class + ")")
 	stopCtl, err := d.startController()
 	if err != nil {
 		return err
@@ -188,6 +209,9 @@ func run(ctx context.Context) (err error) {
 	var vip netip.Addr
 	if d.lab != nil {
 		if vip, err = d.traffic(); err != nil {
+			return err
+		}
+		if err := d.failover(vip); err != nil {
 			return err
 		}
 	}
@@ -261,8 +285,8 @@ func (d *demo) startController() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(d.bins["portico-controller"], "--kubeconfig="+d.c.KubeconfigPath(), "--class="+class+"=reference",
-		"--reference-pool="+pool, "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")
+	cmd := exec.Command(d.bins["portico-controller"], "--kubeconfig="+d.c.KubeconfigPath(), "--class="+class+"=baremetal",
+		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group: a Ctrl-C reaches only the demo, which stops it in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -284,12 +308,24 @@ func (d *demo) startController() (func(), error) {
 	}, nil
 }
 
+// macs maps the nodes' eth0 MAC addresses to their names, filled by startNodes.
+var macs = map[string]string{}
+
 // startNodes registers the lab's nodes and starts portico-agent in each node namespace. The
 // agents are lab processes: lab.Close kills them at the latest.
 func (d *demo) startNodes() error {
 	var cidrs []string
 	for _, n := range d.lab.Nodes() {
 		cidrs = append(cidrs, n.PodCIDR.String())
+		if err := n.Do(func() error {
+			ifi, err := net.InterfaceByName("eth0")
+			if err == nil {
+				macs[ifi.HardwareAddr.String()] = n.Name
+			}
+			return err
+		}); err != nil {
+			return err
+		}
 		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr}, PodCIDRs: []netip.Prefix{n.PodCIDR}}
 		if _, err := d.c.RegisterNode(d.ctx, spec); err != nil {
 			return err
@@ -300,7 +336,7 @@ func (d *demo) startNodes() error {
 	if err := d.c.WriteKubeconfig(kubeconfig, d.c.Host()); err != nil {
 		return err
 	}
-	step("Registering the lab nodes; starting portico-agent in each node's namespace")
+	step("Registering the lab nodes; starting portico-agent in each node's namespace (--announce=l2 --membership)")
 	for _, n := range d.lab.Nodes() {
 		p, err := n.Start(d.bins["portico-agent"],
 			"--kubeconfig="+kubeconfig,
@@ -308,6 +344,7 @@ func (d *demo) startNodes() error {
 			"--cluster-cidr="+strings.Join(cidrs, ","),
 			"--min-sync-period=200ms",
 			"--metrics-bind-address=0",
+			"--announce=l2", "--membership", "--membership-rejoin-interval=1s",
 			"-v=1", // the "Synced" line
 		)
 		if err != nil {
@@ -319,7 +356,8 @@ func (d *demo) startNodes() error {
 		if err != nil {
 			return fmt.Errorf("portico-agent on %s: %w", n.Name, err)
 		}
-		fmt.Printf("  Node %s: InternalIP %s, PodCIDR %s; portico-agent (pid %d) wrote its first iptables rules\n",
+		d.agents[n.Name] = p
+		fmt.Printf("  Node %s: InternalIP %s, PodCIDR %s; portico-agent (pid %d) joined its peers and wrote its first iptables rules\n",
 			n.Name, n.Addr, n.PodCIDR, p.Pid())
 	}
 	return nil
@@ -482,8 +520,8 @@ func (d *demo) traffic() (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	if !netip.MustParsePrefix(pool).Contains(vip) {
-		return netip.Addr{}, fmt.Errorf("demo/web got %s, outside the pool %s", vip, pool)
+	if !inPool(d.pool, vip) {
+		return netip.Addr{}, fmt.Errorf("demo/web got %s, outside the pool %s", vip, d.pool)
 	}
 	// Both pods must be endpoints before the requests, or the first ones see only one of them.
 	if err := waitFor(ctx, func() bool {
@@ -493,17 +531,9 @@ func (d *demo) traffic() (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("demo/web's EndpointSlices never listed both pods: %w", err)
 	}
 
-	client, node1 := d.lab.Clients()[0], d.lab.Nodes()[0]
-	step(fmt.Sprintf("Routing %s from %s via %s (%s)", vip, client.Name, node1.Name, node1.Addr))
-	fmt.Printf("$ ip netns exec %s ip route replace %s/32 via %s\n", client.NS, vip, node1.Addr)
-	fmt.Println("This route, in client1's namespace only, stands in for the router, or for the bare-metal")
-	fmt.Println("announcer (ARP/BGP) that will draw VIP traffic to a node: a later Portico feature.")
-	if _, err := client.Exec(ctx, "ip", "route", "replace", vip.String()+"/32", "via", node1.Addr.String()); err != nil {
-		return netip.Addr{}, err
-	}
-
+	client := d.lab.Clients()[0]
 	dst := netip.AddrPortFrom(vip, 80)
-	step(fmt.Sprintf("Sending %d TCP requests from %s (%s) to %s; portico-agent on %s forwards them", requests, client.Name, client.Addr, dst, node1.Name))
+	step(fmt.Sprintf("Sending TCP requests from %s (%s) to %s: %s is on its LAN, so it asks by ARP who has it", client.Name, client.Addr, dst, vip))
 	// The agents program the VIP within a sync or two of the controller setting it.
 	if err := waitFor(ctx, func() bool {
 		_, err := request(ctx, client, dst)
@@ -515,6 +545,31 @@ func (d *demo) traffic() (netip.Addr, error) {
 		}
 		return netip.Addr{}, fmt.Errorf("%s never answered: %s", dst, last)
 	}
+	announcer, err := d.getSvc(vip)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	d.announcer = announcer
+	node1 := d.node(announcer)
+	if err := d.send(client, dst, node1); err != nil {
+		return netip.Addr{}, err
+	}
+	return vip, nil
+}
+
+// node returns the lab node named name.
+func (d *demo) node(name string) *netlab.Node {
+	for _, n := range d.lab.Nodes() {
+		if n.Name == name {
+			return n
+		}
+	}
+	return d.lab.Nodes()[0]
+}
+
+// send sends the requests and tallies which pod answered; via is the announcing node.
+func (d *demo) send(client *netlab.Host, dst netip.AddrPort, via *netlab.Node) error {
+	ctx := d.ctx
 	podNode := map[string]string{}
 	for _, n := range d.lab.Nodes() {
 		for _, p := range n.Pods() {
@@ -526,7 +581,7 @@ func (d *demo) traffic() (netip.Addr, error) {
 	for i := 1; i <= requests; i++ {
 		r, err := request(ctx, client, dst)
 		if err != nil {
-			return netip.Addr{}, err
+			return err
 		}
 		count[r.Server]++
 		seen[r.Client.Addr()] = true
@@ -538,11 +593,11 @@ func (d *demo) traffic() (netip.Addr, error) {
 		tally = append(tally, fmt.Sprintf("%s %d", name, count[name]))
 	}
 	fmt.Printf("Answers: %s.\n", strings.Join(tally, ", "))
-	if len(seen) == 1 && seen[node1.Addr] {
-		fmt.Printf("The pods saw %s's address (%s), not %s's (%s): with externalTrafficPolicy Cluster\n", node1.Name, node1.Addr, client.Name, client.Addr)
-		fmt.Printf("the agent masquerades VIP traffic, so that replies, also %s's, return through %s.\n", d.lab.Nodes()[1].Name, node1.Name)
+	if len(seen) == 1 && seen[via.Addr] {
+		fmt.Printf("The pods saw %s's address (%s), not %s's (%s): with externalTrafficPolicy Cluster\n", via.Name, via.Addr, client.Name, client.Addr)
+		fmt.Printf("the agent masquerades VIP traffic, so that replies from every pod return through %s.\n", via.Name)
 	}
-	return vip, nil
+	return nil
 }
 
 // vipGone waits until the agents removed demo/web's rules: the VIP stops answering.
@@ -583,3 +638,127 @@ func waitFor(ctx context.Context, cond func() bool) error {
 }
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
+
+// poolOf is the demo's AddressPool on the lab's LAN: .200-.207, addresses no lab host uses.
+func poolOf(lan netip.Prefix) string {
+	b := lan.Addr().As4()
+	return fmt.Sprintf("%d.%d.%d.200-%d.%d.%d.207", b[0], b[1], b[2], b[0], b[1], b[2])
+}
+
+// inPool reports whether vip is in pool (a CIDR or an "a-b" range).
+func inPool(pool string, vip netip.Addr) bool {
+	if p, err := netip.ParsePrefix(pool); err == nil {
+		return p.Contains(vip)
+	}
+	first, last, _ := strings.Cut(pool, "-")
+	a, err1 := netip.ParseAddr(first)
+	b, err2 := netip.ParseAddr(last)
+	return err1 == nil && err2 == nil && a.Compare(vip) <= 0 && vip.Compare(b) <= 0
+}
+
+// addressPool creates the AddressPool "lan", announced by ARP from any node.
+func (d *demo) addressPool() error {
+	step("Creating AddressPool lan (" + d.pool + ", spec.announce.l2: any node, the interface on the VIP's subnet)")
+	dyn, err := dynamic.NewForConfig(d.c.Config())
+	if err != nil {
+		return err
+	}
+	ap := &v1alpha1.AddressPool{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AddressPool"},
+		ObjectMeta: metav1.ObjectMeta{Name: "lan"},
+		Spec:       v1alpha1.AddressPoolSpec{Addresses: []string{d.pool}, Announce: v1alpha1.Announce{L2: &v1alpha1.L2Announce{}}},
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ap)
+	if err != nil {
+		return err
+	}
+	_, err = dyn.Resource(v1alpha1.GroupVersion.WithResource("addresspools")).Create(d.ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	return err
+}
+
+// getSvc prints `kubectl get svc` for demo/web, the node the client's neighbour table says
+// answers for vip, and the agent's Event; it returns that node.
+func (d *demo) getSvc(vip netip.Addr) (string, error) {
+	s, err := d.cs.CoreV1().Services("demo").Get(d.ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	var ports []string
+	for _, p := range s.Spec.Ports {
+		ports = append(ports, fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol))
+	}
+	fmt.Println("\n$ kubectl get svc -n demo web")
+	fmt.Printf("%-5s %-13s %-15s %-15s %s\n", "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)")
+	fmt.Printf("%-5s %-13s %-15s %-15s %s\n", s.Name, s.Spec.Type, s.Spec.ClusterIP, vip, strings.Join(ports, ","))
+	client := d.lab.Clients()[0]
+	out, err := client.Exec(d.ctx, "ip", "neigh", "show", vip.String())
+	if err != nil {
+		return "", err
+	}
+	line := strings.TrimSpace(string(out))
+	node := ""
+	for _, f := range strings.Fields(line) {
+		if n, ok := macs[strings.ToLower(f)]; ok {
+			node = n
+		}
+	}
+	if node == "" {
+		return "", fmt.Errorf("%s's neighbour entry for %s names no node: %q", client.Name, vip, line)
+	}
+	fmt.Printf("\n$ ip netns exec %s ip neigh show %s\n%s\n", client.NS, vip, line)
+	fmt.Printf("%s is announced by %s: its MAC answered %s's ARP request.\n", vip, node, client.Name)
+	evs, err := d.cs.CoreV1().Events("demo").List(d.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,reason=L2Announcing"})
+	if err == nil {
+		for _, e := range evs.Items {
+			fmt.Printf("  Event %s %s: %s\n", e.Type, e.Reason, e.Message)
+		}
+	}
+	return node, nil
+}
+
+// failover kills the announcing node's agent and shows the other node taking the VIP over while
+// the client keeps being served.
+func (d *demo) failover(vip netip.Addr) error {
+	client := d.lab.Clients()[0]
+	dst := netip.AddrPortFrom(vip, 80)
+	before := d.announcer
+	step(fmt.Sprintf("Killing portico-agent on %s (SIGKILL), the node announcing %s", before, vip))
+	start := time.Now()
+	if err := d.agents[before].Stop(); err != nil {
+		return err
+	}
+	var after string
+	failed := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := request(d.ctx, client, dst); err != nil {
+			failed++
+		}
+		out, _ := client.Exec(d.ctx, "ip", "neigh", "show", vip.String())
+		for _, f := range strings.Fields(string(out)) {
+			if n, ok := macs[strings.ToLower(f)]; ok && n != before {
+				after = n
+			}
+		}
+		if after != "" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after == "" {
+		return fmt.Errorf("no other node announced %s within 10 s", vip)
+	}
+	fmt.Printf("%s announced %s %s after the kill (gratuitous ARP; membership saw %s's agent die);\n", after, vip,
+		time.Since(start).Round(10*time.Millisecond), before)
+	fmt.Printf("%d requests failed meanwhile (%s's node still forwards with the rules it had).\n", failed, before)
+	if _, err := d.getSvc(vip); err != nil {
+		return err
+	}
+	step(fmt.Sprintf("Sending %d TCP requests again: %s forwards them now", requests, after))
+	if err := d.send(client, dst, d.node(after)); err != nil {
+		return err
+	}
+	fmt.Printf("While membership reports %s dead, the agents leave its endpoints out of their rules (unless no\n", before)
+	fmt.Println("other endpoint is ready): Kubernetes would keep listing them for 40 s or more after a node is lost.")
+	return nil
+}

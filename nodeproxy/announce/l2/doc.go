@@ -7,7 +7,10 @@
 //
 // The API is declarative (MetalLB style): Set takes the complete desired set of VIPs with their
 // interfaces; Stop closes every socket and waits for every goroutine. Which VIPs this node must
-// answer for is decided elsewhere (package announce/election). Set must run in the network
+// answer for is decided by Consumer, the announcer's room in portico-agent's sync loop: it
+// elects (package announce/election) among the alive, eligible, selected nodes for every VIP
+// of a pool with spec.announce.l2 (package announce, Targets) and calls Set once per sync; it
+// records the L2Announcing Event and the l2 metrics (see package announce). Set must run in the network
 // namespace of the interfaces, since it opens the sockets (the agent runs in the host's).
 // Raw sockets need CAP_NET_RAW.
 //

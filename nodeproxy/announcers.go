@@ -1,0 +1,46 @@
+package nodeproxy
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/nodeproxy/announce/l2"
+)
+
+// announcerDeps is what an announcer may use.
+type announcerDeps struct {
+	cfg      config.Agent
+	log      logr.Logger
+	recorder events.EventRecorder // nil: no Events
+	registry prometheus.Registerer
+}
+
+// newAnnouncer builds one announcer Consumer and the function that stops it (withdrawing what
+// it announces) when the agent exits.
+type newAnnouncer func(ctx context.Context, d announcerDeps) (Consumer, func(), error)
+
+// announcers are the VIP announcers --announce selects (config.KnownAnnouncers lists the same
+// names): adding one is its package, one line here and its name there. Each is a Consumer of
+// the sync loop, run after netfilter and the health checks, so that the rules (without the
+// endpoints of dead nodes) are in place before a VIP draws traffic here.
+var announcers = map[string]newAnnouncer{
+	config.AnnouncerL2: newL2Announcer,
+}
+
+var _ Consumer = (*l2.Consumer)(nil)
+
+func newL2Announcer(_ context.Context, d announcerDeps) (Consumer, func(), error) {
+	opts := l2.DefaultOptions()
+	opts.Log = d.log.WithName("l2")
+	ann := l2.New(opts)
+	c := l2.NewConsumer(l2.ConsumerOptions{Log: opts.Log, Announcer: ann, Recorder: d.recorder, Registerer: d.registry})
+	return c, ann.Stop, nil
+}
+
+// membershipStopTimeout bounds the graceful leave at exit.
+const membershipStopTimeout = time.Second
