@@ -35,7 +35,6 @@
 // another BFD daemon beside it. GoBGP's BFD is single-hop only, without authentication or echo.
 //
 // LOCAL_PREF is sent as given; it only means something to iBGP peers (eBGP routers ignore it).
-// Per-peer selection of advertisements (a pool announced to some peers only) is not here yet.
 //
 // # Shutdown
 //
@@ -55,21 +54,34 @@
 // sets: 1 for the current state), portico_agent_bgp_advertised_prefixes{peer},
 // portico_agent_bgp_announced_prefixes and portico_agent_bgp_withdrawals_total.
 //
-// # How the agent will feed it
+// # How the agent feeds it (Consumer, consumer.go)
 //
-// The agent's sync loop computes, from its tracked Services, EndpointSlices, pools, BGP peer
-// objects and this Node, the advertisements of this node and calls SetAdvertisements with all
-// of them (and SetPeers with the peers whose node selector matches this node):
+// portico-agent --announce=bgp runs a Consumer in its sync loop (after the netfilter rules).
+// The Consumer watches BGPPeers (its own informer; AddressPools, Services, EndpointSlices and
+// Nodes come from the agent's tracker) and on every sync hands the speaker the full state:
 //
-//   - externalTrafficPolicy: Local: a VIP is advertised only while this node has a ready local
-//     endpoint of the Service; losing the last one withdraws it.
-//   - externalTrafficPolicy: Cluster: every node the pool's BGP settings select advertises it
-//     (the router spreads flows over all of them by ECMP).
-//   - A node that is excluded (label, taint, deletion) advertises nothing: an empty
-//     SetAdvertisements, and Stop on agent shutdown.
+//   - SetPeers: the BGPPeers whose nodeSelector matches this node, with the MD5 password read
+//     from the referenced Secret. A BGPPeer it cannot use (missing Secret or key, values the
+//     speaker rejects, an address another BGPPeer has) is reported in this node's status entry
+//     (session Invalid, or the live state plus a message) and an InvalidBGPPeer Event, and keeps
+//     its last valid configuration, so nothing moves.
+//   - SetAdvertisements: for each VIP of a pool with spec.announce.bgp (announce.Targets, shared
+//     with the L2 announcer) whose nodeSelector matches this node and which selects at least one
+//     of this node's peers, the VIP's prefix at the pool's aggregation length with its
+//     communities and local preference. externalTrafficPolicy: Local: only while this node has
+//     a ready local endpoint. Cluster: every selected node (the router spreads flows by ECMP).
+//     An excluded node (servicemodel.NodeEligible: the exclude label, deletion, the
+//     ToBeDeletedByClusterAutoscaler taint) advertises nothing. A pool whose BGP settings are
+//     invalid keeps its last valid settings (the controller reports them in BGPValid).
 //
-// The eligibility rule belongs in one pure package shared with the L2 announcer (STYLE.md, 12);
-// this package only takes its result.
+// The speaker starts at the first sync with a peer (router ID: the node's first IPv4
+// address). Every second the Consumer writes this node's entry of each BGPPeer's status by
+// server-side apply (field manager portico-agent/<node>) when it changed. On agent shutdown
+// the agent calls Stop, bounded by 5 s.
+//
+// Known limit: each prefix goes to every peer of its family on this node; a pool that selects
+// only some of the node's peers is still advertised to all of them (GoBGP per-peer export
+// policies would fix this).
 //
 // # Measured (lab: bird 2.0.12 in a router namespace, one speaker process per node namespace)
 //
