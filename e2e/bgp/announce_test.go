@@ -125,6 +125,7 @@ func TestBGPAnnounce(t *testing.T) {
 			return e.Session == "Established" && strings.Contains(e.Message, "no-such-secret")
 		}, 15*time.Second)
 		waitAll(t, "", time.Second)
+		waitEvent(t, "router-v4", "InvalidBGPPeer", "no-such-secret")
 		setSecret(t, "router-v4", "bgp-password")
 		peerStatus(t, "router-v4", func(e v1alpha1.BGPPeerNodeStatus) bool { return e.Session == "Established" && e.Message == "" }, 15*time.Second)
 	})
@@ -143,6 +144,42 @@ func TestBGPAnnounce(t *testing.T) {
 		setSecret(t, "router-v4", "bgp-password")
 		waitAll(t, "", 30*time.Second)
 	})
+
+	t.Run("externalTrafficPolicy Local: endpoint loss withdraws", func(t *testing.T) {
+		patch := []byte(`{"spec":{"externalTrafficPolicy":"Local"}}`)
+		if _, err := shared.cs.CoreV1().Services(namespace).Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitAll(t, "", 10*time.Second)
+		last := shared.lab.Nodes()[2].Name
+		if err := shared.cs.CoreV1().Pods(namespace).Delete(context.Background(), "web-"+last, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+		waitAll(t, last, 30*time.Second)
+		served(t)
+		createPod(t, last, shared.pods[last])
+		waitAll(t, "", 30*time.Second)
+	})
+}
+
+func waitEvent(tb testing.TB, peer, reason, note string) {
+	tb.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		list, err := shared.cs.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "BGPPeer" && e.Regarding.Name == peer && e.Reason == reason && strings.Contains(e.Note, note) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("no %s Event on BGPPeer %s mentioning %q (%d events in default)", reason, peer, note, len(list.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func agentOf(name string) *netlab.Process {

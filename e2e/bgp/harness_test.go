@@ -55,6 +55,7 @@ var shared struct {
 
 	mu     sync.Mutex
 	agents map[string]*netlab.Process
+	pods   map[string]*netlab.Pod // node -> its backend pod
 }
 
 func TestMain(m *testing.M) {
@@ -154,7 +155,7 @@ func start() error {
 			return err
 		}
 	}
-	shared.agents = map[string]*netlab.Process{}
+	shared.agents, shared.pods = map[string]*netlab.Process{}, map[string]*netlab.Pod{}
 	for _, n := range shared.lab.Nodes() {
 		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr, n.Addr6}, PodCIDRs: []netip.Prefix{n.PodCIDR, n.PodCIDR6}}
 		if _, err := shared.cluster.RegisterNode(ctx, spec); err != nil {
@@ -369,11 +370,8 @@ func backends(tb testing.TB) {
 		for _, n := range shared.lab.Nodes() {
 			p := n.AddPod(tb, "web-"+n.Name)
 			p.StartEchoServer(tb, "tcp", echoPort)
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + n.Name, Namespace: namespace, Labels: map[string]string{"app": "web"}}}
-			pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
-			if _, err := shared.cluster.CreateReadyPod(context.Background(), pod, n.Name, p.Addr, p.Addr6); err != nil {
-				tb.Fatal(err)
-			}
+			createPod(tb, n.Name, p)
+			shared.pods[n.Name] = p
 		}
 	})
 }
@@ -427,4 +425,14 @@ func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*co
 func secretWith(name, pw string) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
 		Data: map[string][]byte{"password": []byte(pw)}}
+}
+
+// createPod creates the API object of the backend pod p on node.
+func createPod(tb testing.TB, node string, p *netlab.Pod) {
+	tb.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + node, Namespace: namespace, Labels: map[string]string{"app": "web"}}}
+	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
+	if _, err := shared.cluster.CreateReadyPod(context.Background(), pod, node, p.Addr, p.Addr6); err != nil {
+		tb.Fatal(err)
+	}
 }
