@@ -38,6 +38,7 @@ test-e2e: prereqs tools ## tests against the real control plane and network lab 
 
 bench: prereqs tools ## benchmarks side by side with the anchors, short sizes
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m $(E2E_PKGS)
+	$(GO) test -run '^$$' -bench LinkCut -benchtime 1x -timeout 20m ./nodeproxy/announce/bgp/
 
 bench-scale: prereqs tools ## the 10,000-Service agent benchmark against kube-proxy (long: object creation alone takes minutes)
 	PORTICO_BENCH_SCALE=1 $(GO) test -run '^$$' -bench 'BenchmarkSync/services=10000' -benchtime 1x -timeout 120m ./e2e/agent/

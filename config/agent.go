@@ -59,8 +59,12 @@ type Agent struct {
 // AnnouncerL2 answers ARP/NDP for the VIPs of AddressPools with spec.announce.l2.
 const AnnouncerL2 = "l2"
 
+// AnnouncerBGP advertises the VIPs of AddressPools with spec.announce.bgp to the BGPPeers that
+// select the node.
+const AnnouncerBGP = "bgp"
+
 // KnownAnnouncers are the values --announce accepts, and whether each needs membership.
-var KnownAnnouncers = map[string]bool{AnnouncerL2: true}
+var KnownAnnouncers = map[string]bool{AnnouncerL2: true, AnnouncerBGP: false}
 
 // Membership is the configuration of the agents' membership (package nodeproxy/membership,
 // hashicorp/memberlist): which nodes' agents are alive, known within a second.
@@ -128,7 +132,7 @@ func (c *Agent) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MasqueradeBit, "masquerade-bit", c.MasqueradeBit, "fwmark bit (0-31) marking packets to masquerade")
 	fs.StringVar(&c.IPTablesPath, "iptables", c.IPTablesPath, "iptables binary; iptables-restore and iptables-save are its siblings")
 	fs.StringVar(&c.IP6TablesPath, "ip6tables", c.IP6TablesPath, "ip6tables binary")
-	fs.Func("announce", `comma list of VIP announcers to run: "l2" (ARP/NDP for AddressPools with spec.announce.l2; needs --membership)`, func(s string) error {
+	fs.Func("announce", `comma list of VIP announcers to run: "l2" (ARP/NDP for AddressPools with spec.announce.l2; needs --membership), "bgp" (routes for AddressPools with spec.announce.bgp to the BGPPeers selecting this node)`, func(s string) error {
 		c.Announcers = splitList(s)
 		return nil
 	})

@@ -78,6 +78,7 @@ type agent struct {
 	loop     *syncLoop
 	registry *prometheus.Registry
 	health   *healthcheck.ProxyHealth
+	dyn      dynamic.Interface
 }
 
 // newAgent wires the tracker, the loop and the agent's own health; the consumers are created in
@@ -94,7 +95,7 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, dy
 		return nil, err
 	}
 	loop.changes, loop.store = t, t.Store()
-	a := &agent{cfg: cfg, log: log, cs: cs, tracker: t, loop: loop, registry: reg}
+	a := &agent{cfg: cfg, log: log, cs: cs, tracker: t, loop: loop, registry: reg, dyn: dyn}
 	a.health = healthcheck.NewProxyHealth(2*cfg.SyncPeriod, t.PendingSince, a.nodeEligible, reg)
 	loop.synced = a.health.MarkSynced
 	return a, nil
@@ -142,7 +143,8 @@ func (a *agent) run(ctx context.Context) error {
 		defer leave()
 	}
 	for _, name := range a.cfg.Announcers {
-		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: recorder, registry: a.registry})
+		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: recorder, registry: a.registry,
+			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull})
 		if err != nil {
 			return fmt.Errorf("starting announcer %s: %w", name, err)
 		}

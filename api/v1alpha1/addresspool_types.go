@@ -98,8 +98,8 @@ type Announce struct {
 	// +optional
 	L2 *L2Announce `json:"l2,omitempty"`
 
-	// BGP settings belong here (part 2 of the bare-metal work); the field is reserved and has
-	// no effect yet.
+	// BGP advertises each address as a /32 or /128 route from the eligible nodes to the
+	// selected BGPPeers. L2 and BGP may both be set.
 	// +optional
 	BGP *BGPAnnounce `json:"bgp,omitempty"`
 }
@@ -118,8 +118,60 @@ type L2Announce struct {
 	Interfaces []string `json:"interfaces,omitempty"`
 }
 
-// BGPAnnounce is reserved for BGP announcement settings (part 2). It has no fields yet.
-type BGPAnnounce struct{}
+// BGPAnnounce says to which BGP peers a pool's addresses are advertised, and with which
+// attributes. An empty BGPAnnounce ({}) advertises to every BGPPeer that selects the node.
+type BGPAnnounce struct {
+	// Peers names the BGPPeers to advertise to. A peer qualifies when it is named here or
+	// matches PeerSelector; when both are empty every BGPPeer qualifies.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=253
+	Peers []string `json:"peers,omitempty"`
+
+	// PeerSelector selects the BGPPeers to advertise to by their labels.
+	// +optional
+	PeerSelector *metav1.LabelSelector `json:"peerSelector,omitempty"`
+
+	// NodeSelector limits the nodes that advertise the pool's addresses; empty means every
+	// eligible node.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Communities are standard BGP communities ("ASN:VALUE", each 0-65535) attached to every
+	// route of the pool.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[0-9]{1,5}:[0-9]{1,5}$`
+	Communities []string `json:"communities,omitempty"`
+
+	// LargeCommunities are BGP large communities ("ASN:DATA1:DATA2", each 32 bits) attached to
+	// every route of the pool.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Pattern=`^[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$`
+	LargeCommunities []string `json:"largeCommunities,omitempty"`
+
+	// LocalPreference is sent as LOCAL_PREF; it only matters to iBGP peers.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4294967295
+	LocalPreference *int64 `json:"localPreference,omitempty"`
+
+	// AggregationLength is the prefix length IPv4 addresses are advertised with (default 32):
+	// a shorter length advertises the covering prefix once instead of each address.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=32
+	AggregationLength *int32 `json:"aggregationLength,omitempty"`
+
+	// AggregationLengthV6 is the prefix length IPv6 addresses are advertised with (default 128).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
+	AggregationLengthV6 *int32 `json:"aggregationLengthV6,omitempty"`
+}
 
 // Condition types of an AddressPool.
 const (
@@ -129,6 +181,10 @@ const (
 	// ConditionConflict is True when the pool overlaps an older pool; it then serves no new
 	// allocation. Services keep addresses they hold.
 	ConditionConflict = "Conflict"
+	// ConditionBGPValid is present when the pool has BGP settings: True when they are well
+	// formed, False with the problems otherwise. Agents keep advertising the pool's addresses
+	// with its last valid settings (or not at all if it never had any).
+	ConditionBGPValid = "BGPValid"
 )
 
 // AddressPoolStatus is what the controller observed about a pool.
@@ -142,7 +198,7 @@ type AddressPoolStatus struct {
 	// IPv6 usage; absent when the pool has no IPv6 address.
 	// +optional
 	IPv6 *FamilyUsage `json:"ipv6,omitempty"`
-	// Conditions: Valid and Conflict.
+	// Conditions: Valid, Conflict and, with BGP settings, BGPValid.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -28,6 +28,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	for gen, committed := range map[string]string{
 		"zz_generated.deepcopy.go":        "zz_generated.deepcopy.go",
 		"portico-lb.io_addresspools.yaml": filepath.Join("..", "..", "deploy", "crds", "portico-lb.io_addresspools.yaml"),
+		"portico-lb.io_bgppeers.yaml":     filepath.Join("..", "..", "deploy", "crds", "portico-lb.io_bgppeers.yaml"),
 	} {
 		want, err := os.ReadFile(filepath.Join(out, gen))
 		if err != nil {

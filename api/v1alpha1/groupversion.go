@@ -16,7 +16,7 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &AddressPool{}, &AddressPoolList{})
+	s.AddKnownTypes(GroupVersion, &AddressPool{}, &AddressPoolList{}, &BGPPeer{}, &BGPPeerList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

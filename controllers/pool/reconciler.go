@@ -178,6 +178,7 @@ func DesiredStatus(ap *v1alpha1.AddressPool, p *baremetal.Pool, held []netip.Add
 	}
 	meta.SetStatusCondition(&st.Conditions, valid)
 	meta.SetStatusCondition(&st.Conditions, conflict)
+	setBGPCondition(&st, ap)
 	return st
 }
 
@@ -186,12 +187,12 @@ func (r *Reconciler) events(before, after *v1alpha1.AddressPool) {
 	if r.Recorder == nil {
 		return
 	}
-	for _, typ := range []string{v1alpha1.ConditionValid, v1alpha1.ConditionConflict} {
+	for _, typ := range []string{v1alpha1.ConditionValid, v1alpha1.ConditionConflict, v1alpha1.ConditionBGPValid} {
 		old, cur := meta.FindStatusCondition(before.Status.Conditions, typ), meta.FindStatusCondition(after.Status.Conditions, typ)
 		if cur == nil || (old != nil && old.Status == cur.Status && old.Reason == cur.Reason && old.Message == cur.Message) {
 			continue
 		}
-		bad := (typ == v1alpha1.ConditionValid) == (cur.Status == metav1.ConditionFalse)
+		bad := (typ != v1alpha1.ConditionConflict) == (cur.Status == metav1.ConditionFalse)
 		switch {
 		case bad:
 			r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, cur.Reason, "Validate", "%s", cur.Message)
@@ -226,3 +227,23 @@ func (loadBalancerStatusChange) Update(e event.UpdateEvent) bool {
 }
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
+
+// setBGPCondition sets BGPValid from the pool's BGP settings, or removes it when there are none.
+func setBGPCondition(st *v1alpha1.AddressPoolStatus, ap *v1alpha1.AddressPool) {
+	settings, problems := baremetal.ParseBGP(ap)
+	if settings == nil {
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionBGPValid)
+		return
+	}
+	c := metav1.Condition{Type: v1alpha1.ConditionBGPValid, Status: metav1.ConditionTrue, Reason: ReasonValid,
+		Message: "The BGP settings are valid", ObservedGeneration: ap.Generation}
+	if len(problems) > 0 {
+		msgs := make([]string, len(problems))
+		for i, e := range problems {
+			msgs[i] = e.Error()
+		}
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonInvalid
+		c.Message = "Agents keep advertising with the last valid BGP settings: " + strings.Join(msgs, "; ")
+	}
+	meta.SetStatusCondition(&st.Conditions, c)
+}

@@ -65,6 +65,22 @@ func TestDesiredStatus(t *testing.T) {
 		t.Errorf("young IPv4 = %+v, want 1 assigned, nothing available", young.IPv4)
 	}
 
+	if meta.FindStatusCondition(good.Conditions, v1alpha1.ConditionBGPValid) != nil {
+		t.Errorf("a pool without BGP settings has a BGPValid condition: %+v", good.Conditions)
+	}
+	withBGP := items[0].DeepCopy()
+	withBGP.Spec.Announce.BGP = &v1alpha1.BGPAnnounce{Communities: []string{"65000:1"}}
+	if st := DesiredStatus(withBGP, find("good"), held); !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionBGPValid) {
+		t.Errorf("valid BGP settings: conditions = %+v", st.Conditions)
+	}
+	withBGP.Spec.Announce.BGP.Communities = []string{"65536:1"}
+	st := DesiredStatus(withBGP, find("good"), held)
+	c = meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBGPValid)
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "spec.announce.bgp.communities[0]") ||
+		!meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionValid) {
+		t.Errorf("bad community: conditions = %+v", st.Conditions)
+	}
+
 	// Recomputing an unchanged status changes nothing (status is written only on change).
 	items[0].Status = good
 	if again := DesiredStatus(&items[0], find("good"), held); !equalStatus(again, good) {

@@ -1,0 +1,438 @@
+package bgp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/portico-lb/portico/api/v1alpha1"
+	"github.com/portico-lb/portico/e2e/cluster"
+	"github.com/portico-lb/portico/e2e/netlab"
+	"github.com/portico-lb/portico/internal/prereq"
+)
+
+const (
+	namespace = "bgp"
+	echoPort  = 8080
+	poolV4    = "198.18.230.0/28"
+	poolV6    = "fd00:c613:ff02::200/124"
+	routerASN = 64600
+	nodeASN   = 64700
+	password  = "s3cret-md5"
+)
+
+var shared struct {
+	once    sync.Once
+	err     error
+	lab     *netlab.Lab
+	cluster *cluster.Cluster
+	cs      kubernetes.Interface
+	cl      client.Client
+	dir     string
+	agent   string
+	kubecfg string
+	ctrl    *exec.Cmd
+	bird    *netlab.Process
+	sock    string
+
+	mu     sync.Mutex
+	agents map[string]*netlab.Process
+	pods   map[string]*netlab.Pod // node -> its backend pod
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.mu.Lock()
+	for _, p := range shared.agents {
+		_ = p.Stop()
+	}
+	shared.mu.Unlock()
+	if shared.bird != nil {
+		_ = shared.bird.Stop()
+	}
+	if shared.ctrl != nil && shared.ctrl.Process != nil {
+		_ = shared.ctrl.Process.Kill()
+		_ = shared.ctrl.Wait()
+	}
+	if shared.cluster != nil {
+		if err := shared.cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping control plane:", err)
+		}
+	}
+	if shared.lab != nil {
+		if err := shared.lab.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "closing lab:", err)
+		}
+	}
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+func setup(tb testing.TB) {
+	tb.Helper()
+	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables)
+	for _, bin := range []string{"bird", "birdc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			tb.Fatalf("%s not found: apt-get install -y bird2 (or make prereqs)", bin)
+		}
+	}
+	shared.once.Do(func() { shared.err = start() })
+	if shared.err != nil {
+		tb.Fatal(shared.err)
+	}
+}
+
+func build(out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %w: %s", pkg, err, b)
+	}
+	return nil
+}
+
+func router() *netlab.Host { return shared.lab.Clients()[0] }
+
+func start() error {
+	var err error
+	if shared.dir, err = cluster.OwnedTempDir("portico-e2e-bgp-"); err != nil {
+		return err
+	}
+	shared.agent = filepath.Join(shared.dir, "portico-agent")
+	controller := filepath.Join(shared.dir, "portico-controller")
+	for out, pkg := range map[string]string{shared.agent: "github.com/portico-lb/portico/cmd/portico-agent",
+		controller: "github.com/portico-lb/portico/cmd/portico-controller"} {
+		if err := build(out, pkg); err != nil {
+			return err
+		}
+	}
+	if shared.lab, err = netlab.NewE(netlab.Options{Nodes: 3, Clients: 1, RootLink: true, IPv6: true}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	opts := cluster.Options{BindAddress: shared.lab.RootAddr(), ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}}
+	if shared.cluster, err = cluster.Start(ctx, opts); err != nil {
+		return err
+	}
+	if err := shared.cluster.InstallCRDs(ctx, filepath.Join("..", "..", "deploy", "crds")); err != nil {
+		return err
+	}
+	shared.cs = shared.cluster.Client()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if shared.cl, err = client.New(shared.cluster.Config(), client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	shared.kubecfg = filepath.Join(shared.dir, "kubeconfig")
+	if err := shared.cluster.WriteKubeconfig(shared.kubecfg, shared.cluster.Host()); err != nil {
+		return err
+	}
+	for _, ns := range []string{namespace, "kube-system"} {
+		if err := shared.cluster.EnsureNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
+	shared.agents, shared.pods = map[string]*netlab.Process{}, map[string]*netlab.Pod{}
+	for _, n := range shared.lab.Nodes() {
+		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr, n.Addr6}, PodCIDRs: []netip.Prefix{n.PodCIDR, n.PodCIDR6}}
+		if _, err := shared.cluster.RegisterNode(ctx, spec); err != nil {
+			return err
+		}
+	}
+	shared.ctrl = exec.Command(controller, "--kubeconfig="+shared.cluster.KubeconfigPath(), "--classless-provider=baremetal",
+		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")
+	shared.ctrl.Stdout, shared.ctrl.Stderr = logFile("controller.log"), logFile("controller.log")
+	shared.ctrl.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := shared.ctrl.Start(); err != nil {
+		return fmt.Errorf("starting portico-controller: %w", err)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bgp-password", Namespace: "kube-system"},
+		Data: map[string][]byte{"password": []byte(password)}}
+	if _, err := shared.cs.CoreV1().Secrets("kube-system").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	lp := int64(150)
+	pool := &v1alpha1.AddressPool{ObjectMeta: metav1.ObjectMeta{Name: "routed"}, Spec: v1alpha1.AddressPoolSpec{
+		Addresses: []string{poolV4, poolV6}, Announce: v1alpha1.Announce{BGP: &v1alpha1.BGPAnnounce{
+			Communities: []string{"64700:100"}, LargeCommunities: []string{"64700:1:2"}, LocalPreference: &lp}}}}
+	if err := shared.cl.Create(ctx, pool); err != nil {
+		return fmt.Errorf("creating pool: %w", err)
+	}
+	if err := startBird(); err != nil {
+		return err
+	}
+	for _, addr := range []netip.Addr{router().Addr, router().Addr6} {
+		if err := shared.cl.Create(ctx, bgpPeer(peerName(addr), addr, "bgp-password")); err != nil {
+			return fmt.Errorf("creating BGPPeer: %w", err)
+		}
+	}
+	for _, n := range shared.lab.Nodes() {
+		if err := startAgent(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func peerName(a netip.Addr) string {
+	if a.Is4() {
+		return "router-v4"
+	}
+	return "router-v6"
+}
+
+// bgpPeer is the BGPPeer of the router at addr, with BFD 100 ms x 3 and the password in secret.
+func bgpPeer(name string, addr netip.Addr, secret string) *v1alpha1.BGPPeer {
+	ms := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+	return &v1alpha1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.BGPPeerSpec{
+		PeerAddress: addr.String(), PeerASN: routerASN, MyASN: nodeASN, Port: 179,
+		HoldTime: ms(9 * time.Second), KeepaliveTime: ms(3 * time.Second),
+		PasswordSecretRef: &v1alpha1.SecretKeyRef{Namespace: "kube-system", Name: secret, Key: "password"},
+		BFD:               &v1alpha1.BFDSettings{ReceiveInterval: ms(100 * time.Millisecond), TransmitInterval: ms(100 * time.Millisecond), Multiplier: 3},
+	}}
+}
+
+var birdConfig = template.Must(template.New("bird").Parse(`
+log stderr all;
+router id {{.RouterID}};
+protocol device { scan time 10; }
+protocol kernel kernel4 { ipv4 { export all; }; merge paths on; }
+protocol kernel kernel6 { ipv6 { export all; }; merge paths on; }
+protocol bfd {
+	interface "eth0" { min rx interval 100 ms; min tx interval 100 ms; multiplier 3; };
+}
+template bgp nodes {
+	local as {{.RouterASN}};
+	hold time 9;
+	keepalive time 3;
+	connect retry time 1;
+	error wait time 1, 2;
+	password "{{.Password}}";
+	bfd on;
+}
+{{range .Neighbors}}
+protocol bgp {{.Name}} from nodes {
+	neighbor {{.Addr}} as {{$.NodeASN}};
+	{{if .Addr.Is6}}ipv6{{else}}ipv4{{end}} { import all; export none; };
+}
+{{end}}
+`))
+
+type neighbor struct {
+	Name string
+	Addr netip.Addr
+}
+
+func startBird() error {
+	var ns []neighbor
+	for i, n := range shared.lab.Nodes() {
+		ns = append(ns, neighbor{fmt.Sprintf("n%d_4", i), n.Addr}, neighbor{fmt.Sprintf("n%d_6", i), n.Addr6})
+	}
+	var conf bytes.Buffer
+	if err := birdConfig.Execute(&conf, map[string]any{"RouterID": router().Addr, "RouterASN": routerASN, "NodeASN": nodeASN,
+		"Password": password, "Neighbors": ns}); err != nil {
+		return err
+	}
+	path := filepath.Join(shared.dir, "bird.conf")
+	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	shared.sock = filepath.Join(shared.dir, "bird.ctl")
+	p, err := router().Start("bird", "-f", "-c", path, "-s", shared.sock)
+	if err != nil {
+		return err
+	}
+	shared.bird = p
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := birdc("show", "status"); err == nil {
+			return nil
+		} else if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func birdc(args ...string) (string, error) {
+	out, err := exec.Command("birdc", append([]string{"-s", shared.sock}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("birdc %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// nextHops reads bird's BGP routes for prefix (`show route <prefix> all`): the next hops, and
+// the attribute lines of the first route.
+func nextHops(prefix netip.Prefix) ([]netip.Addr, string, error) {
+	out, err := birdc("show", "route", prefix.String(), "all")
+	if strings.Contains(out, "Network not found") {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	var hops []netip.Addr
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "via" {
+			a, err := netip.ParseAddr(f[1])
+			if err != nil {
+				return nil, "", fmt.Errorf("parsing %q: %w", line, err)
+			}
+			hops = append(hops, a)
+		}
+	}
+	slices.SortFunc(hops, netip.Addr.Compare)
+	return hops, out, nil
+}
+
+// waitHops waits until bird's next hops for v's host route are want (sorted).
+func waitHops(tb testing.TB, v netip.Addr, want []netip.Addr, within time.Duration) string {
+	tb.Helper()
+	slices.SortFunc(want, netip.Addr.Compare)
+	prefix := netip.PrefixFrom(v, v.BitLen())
+	deadline := time.Now().Add(within)
+	for {
+		got, out, err := nextHops(prefix)
+		if err == nil && slices.Equal(got, want) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("router's next hops for %s: %v (%v), want %v", prefix, got, err, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var logFiles = map[string]*os.File{}
+
+func logFile(name string) *os.File {
+	if f := logFiles[name]; f != nil {
+		return f
+	}
+	f, err := os.Create(filepath.Join(shared.dir, name))
+	if err != nil {
+		return nil
+	}
+	logFiles[name] = f
+	return f
+}
+
+func startAgent(n *netlab.Node) error {
+	var cidrs []string
+	for _, o := range shared.lab.Nodes() {
+		cidrs = append(cidrs, o.PodCIDR.String(), o.PodCIDR6.String())
+	}
+	p, err := n.Start(shared.agent, "--kubeconfig="+shared.kubecfg, "--node-name="+n.Name,
+		"--sync-period=30s", "--min-sync-period=100ms",
+		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=0.0.0.0:10249",
+		"--cluster-cidr="+strings.Join(cidrs, ","), "--announce=bgp", "-v=1")
+	if err != nil {
+		return err
+	}
+	shared.mu.Lock()
+	shared.agents[n.Name] = p
+	shared.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return p.WaitFor(ctx, `"Synced"`)
+}
+
+var backendsOnce sync.Once
+
+// backends runs an echo pod on every node.
+func backends(tb testing.TB) {
+	backendsOnce.Do(func() {
+		for _, n := range shared.lab.Nodes() {
+			p := n.AddPod(tb, "web-"+n.Name)
+			p.StartEchoServer(tb, "tcp", echoPort)
+			createPod(tb, n.Name, p)
+			shared.pods[n.Name] = p
+		}
+	})
+}
+
+// createService creates a dual-stack LoadBalancer Service asking for ips and waits for them.
+func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*corev1.Service)) {
+	ctx := context.Background()
+	var want []string
+	for _, ip := range ips {
+		want = append(want, ip.String())
+	}
+	policy := corev1.IPFamilyPolicyRequireDualStack
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
+			Annotations: map[string]string{"portico-lb.io/loadBalancerIPs": strings.Join(want, ",")}},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
+			IPFamilyPolicy: &policy, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+			Ports: []corev1.ServicePort{{Name: "tcp", Port: echoPort, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	if mutate != nil {
+		mutate(svc)
+	}
+	if _, err := shared.cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = shared.cs.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		svc, err := shared.cs.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var got []string
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			got = append(got, in.IP)
+		}
+		if !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(got, w) }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("service %s: ingress %v, want %v", name, got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func secretWith(name, pw string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"},
+		Data: map[string][]byte{"password": []byte(pw)}}
+}
+
+// createPod creates the API object of the backend pod p on node.
+func createPod(tb testing.TB, node string, p *netlab.Pod) {
+	tb.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + node, Namespace: namespace, Labels: map[string]string{"app": "web"}}}
+	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
+	if _, err := shared.cluster.CreateReadyPod(context.Background(), pod, node, p.Addr, p.Addr6); err != nil {
+		tb.Fatal(err)
+	}
+}
