@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/e2e/moto"
@@ -132,10 +133,12 @@ func (e *env) addNode(n moto.Node, labels map[string]string) {
 // labelNode sets (value non-nil) or removes (nil) labels of a Node.
 func (e *env) labelNode(name string, labels map[string]*string) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	ctx := context.Background()
+	// Another writer (the controller) may update it between the Get and the Update.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		n, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return err
 		}
 		for k, v := range labels {
 			if v == nil {
@@ -145,10 +148,7 @@ func (e *env) labelNode(name string, labels map[string]*string) {
 			}
 		}
 		_, err = e.cs.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
+		return err
 	})
 	if err != nil {
 		e.t.Fatalf("labelling Node %s: %v", name, err)
@@ -214,20 +214,19 @@ func (e *env) create(svc *corev1.Service) *corev1.Service {
 func (e *env) update(name string, mutate func(*corev1.Service)) *corev1.Service {
 	e.t.Helper()
 	var out *corev1.Service
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	ctx := context.Background()
+	// Another writer (the controller) may update it between the Get and the Update.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		svc, err := e.cs.CoreV1().Services(e.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return err
 		}
 		if svc.Annotations == nil {
 			svc.Annotations = map[string]string{}
 		}
 		mutate(svc)
 		out, err = e.cs.CoreV1().Services(e.ns).Update(ctx, svc, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
+		return err
 	})
 	if err != nil {
 		e.t.Fatalf("updating Service %s: %v", name, err)

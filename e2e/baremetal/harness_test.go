@@ -11,12 +11,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -198,17 +198,16 @@ func (e *env) get(name string) *corev1.Service {
 
 func (e *env) update(name string, mutate func(*corev1.Service)) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	ctx := context.Background()
+	// Another writer (the controller) may update it between the Get and the Update.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		s, err := e.cs.CoreV1().Services(e.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return err
 		}
 		mutate(s)
 		_, err = e.cs.CoreV1().Services(e.ns).Update(ctx, s, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
+		return err
 	})
 	if err != nil {
 		e.t.Fatalf("updating service %s: %v", name, err)

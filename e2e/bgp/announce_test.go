@@ -22,7 +22,7 @@ var (
 )
 
 func nodeAddrs(skip string) (v4, v6 []netip.Addr) {
-	for _, n := range shared.lab.Nodes() {
+	for _, n := range shared.Lab.Nodes() {
 		if n.Name != skip {
 			v4, v6 = append(v4, n.Addr), append(v6, n.Addr6)
 		}
@@ -57,10 +57,10 @@ func peerStatus(tb testing.TB, name string, ok func(v1alpha1.BGPPeerNodeStatus) 
 	deadline := time.Now().Add(within)
 	for {
 		var p v1alpha1.BGPPeer
-		if err := shared.cl.Get(context.Background(), types.NamespacedName{Name: name}, &p); err != nil {
+		if err := shared.CL.Get(context.Background(), types.NamespacedName{Name: name}, &p); err != nil {
 			tb.Fatal(err)
 		}
-		good := len(p.Status.Nodes) == len(shared.lab.Nodes())
+		good := len(p.Status.Nodes) == len(shared.Lab.Nodes())
 		for _, e := range p.Status.Nodes {
 			good = good && ok(e)
 		}
@@ -95,7 +95,7 @@ func TestBGPAnnounce(t *testing.T) {
 		t.Logf("BGPPeer %s: %+v", p.Name, p.Status.Nodes)
 	}
 
-	n := shared.lab.Nodes()[1]
+	n := shared.Lab.Nodes()[1]
 	t.Run("node excluded by label withdraws", func(t *testing.T) {
 		label(t, n.Name, "true")
 		waitAll(t, n.Name, 10*time.Second)
@@ -132,7 +132,7 @@ func TestBGPAnnounce(t *testing.T) {
 
 	t.Run("wrong password: no session, clear status", func(t *testing.T) {
 		sec := "bgp-wrong"
-		if _, err := shared.cs.CoreV1().Secrets("kube-system").Create(context.Background(), secretWith(sec, "not-the-password"), metav1.CreateOptions{}); err != nil {
+		if _, err := shared.CS.CoreV1().Secrets("kube-system").Create(context.Background(), secretWith(sec, "not-the-password"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		setSecret(t, "router-v4", sec)
@@ -147,12 +147,12 @@ func TestBGPAnnounce(t *testing.T) {
 
 	t.Run("externalTrafficPolicy Local: endpoint loss withdraws", func(t *testing.T) {
 		patch := []byte(`{"spec":{"externalTrafficPolicy":"Local"}}`)
-		if _, err := shared.cs.CoreV1().Services(namespace).Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := shared.CS.CoreV1().Services(namespace).Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitAll(t, "", 10*time.Second)
-		last := shared.lab.Nodes()[2].Name
-		if err := shared.cs.CoreV1().Pods(namespace).Delete(context.Background(), "web-"+last, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		last := shared.Lab.Nodes()[2].Name
+		if err := shared.CS.CoreV1().Pods(namespace).Delete(context.Background(), "web-"+last, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
 		waitAll(t, last, 30*time.Second)
@@ -166,7 +166,7 @@ func waitEvent(tb testing.TB, peer, reason, note string) {
 	tb.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		list, err := shared.cs.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		list, err := shared.CS.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func label(tb testing.TB, node, value string) {
 	if value != "" {
 		patch = `{"metadata":{"labels":{"node.kubernetes.io/exclude-from-external-load-balancers":"` + value + `"}}}`
 	}
-	if _, err := shared.cs.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := shared.CS.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -202,12 +202,12 @@ func label(tb testing.TB, node, value string) {
 func setSecret(tb testing.TB, peer, secret string) {
 	tb.Helper()
 	var p v1alpha1.BGPPeer
-	if err := shared.cl.Get(context.Background(), types.NamespacedName{Name: peer}, &p); err != nil {
+	if err := shared.CL.Get(context.Background(), types.NamespacedName{Name: peer}, &p); err != nil {
 		tb.Fatal(err)
 	}
 	orig := p.DeepCopy()
 	p.Spec.PasswordSecretRef.Name = secret
-	if err := shared.cl.Patch(context.Background(), &p, client.MergeFrom(orig)); err != nil {
+	if err := shared.CL.Patch(context.Background(), &p, client.MergeFrom(orig)); err != nil {
 		tb.Fatal(err)
 	}
 }

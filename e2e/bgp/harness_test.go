@@ -11,20 +11,16 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"text/template"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/e2e/cluster"
+	"github.com/portico-lb/portico/e2e/bmlab"
 	"github.com/portico-lb/portico/e2e/netlab"
 	"github.com/portico-lb/portico/internal/prereq"
 )
@@ -40,18 +36,11 @@ const (
 )
 
 var shared struct {
-	once    sync.Once
-	err     error
-	lab     *netlab.Lab
-	cluster *cluster.Cluster
-	cs      kubernetes.Interface
-	cl      client.Client
-	dir     string
-	agent   string
-	kubecfg string
-	ctrl    *exec.Cmd
-	bird    *netlab.Process
-	sock    string
+	once       sync.Once
+	err        error
+	*bmlab.Env // lab, control plane, controller
+	bird       *netlab.Process
+	sock       string
 
 	mu     sync.Mutex
 	agents map[string]*netlab.Process
@@ -68,22 +57,8 @@ func TestMain(m *testing.M) {
 	if shared.bird != nil {
 		_ = shared.bird.Stop()
 	}
-	if shared.ctrl != nil && shared.ctrl.Process != nil {
-		_ = shared.ctrl.Process.Kill()
-		_ = shared.ctrl.Wait()
-	}
-	if shared.cluster != nil {
-		if err := shared.cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-		}
-	}
-	if shared.lab != nil {
-		if err := shared.lab.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "closing lab:", err)
-		}
-	}
-	if shared.dir != "" {
-		os.RemoveAll(shared.dir)
+	if err := shared.Env.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	os.Exit(code)
 }
@@ -102,94 +77,38 @@ func setup(tb testing.TB) {
 	}
 }
 
-func build(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building %s: %w: %s", pkg, err, b)
-	}
-	return nil
-}
-
-func router() *netlab.Host { return shared.lab.Clients()[0] }
+func router() *netlab.Host { return shared.Lab.Clients()[0] }
 
 func start() error {
-	var err error
-	if shared.dir, err = cluster.OwnedTempDir("portico-e2e-bgp-"); err != nil {
-		return err
-	}
-	shared.agent = filepath.Join(shared.dir, "portico-agent")
-	controller := filepath.Join(shared.dir, "portico-controller")
-	for out, pkg := range map[string]string{shared.agent: "github.com/portico-lb/portico/cmd/portico-agent",
-		controller: "github.com/portico-lb/portico/cmd/portico-controller"} {
-		if err := build(out, pkg); err != nil {
-			return err
-		}
-	}
-	if shared.lab, err = netlab.NewE(netlab.Options{Nodes: 3, Clients: 1, RootLink: true, IPv6: true}); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	opts := cluster.Options{BindAddress: shared.lab.RootAddr(), ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}}
-	if shared.cluster, err = cluster.Start(ctx, opts); err != nil {
+	var err error
+	shared.Env, err = bmlab.Start(ctx, "portico-e2e-bgp-", filepath.Join("..", "..", "deploy", "crds"), namespace, "kube-system")
+	if err != nil {
 		return err
-	}
-	if err := shared.cluster.InstallCRDs(ctx, filepath.Join("..", "..", "deploy", "crds")); err != nil {
-		return err
-	}
-	shared.cs = shared.cluster.Client()
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if shared.cl, err = client.New(shared.cluster.Config(), client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	shared.kubecfg = filepath.Join(shared.dir, "kubeconfig")
-	if err := shared.cluster.WriteKubeconfig(shared.kubecfg, shared.cluster.Host()); err != nil {
-		return err
-	}
-	for _, ns := range []string{namespace, "kube-system"} {
-		if err := shared.cluster.EnsureNamespace(ctx, ns); err != nil {
-			return err
-		}
 	}
 	shared.agents, shared.pods = map[string]*netlab.Process{}, map[string]*netlab.Pod{}
-	for _, n := range shared.lab.Nodes() {
-		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr, n.Addr6}, PodCIDRs: []netip.Prefix{n.PodCIDR, n.PodCIDR6}}
-		if _, err := shared.cluster.RegisterNode(ctx, spec); err != nil {
-			return err
-		}
-	}
-	shared.ctrl = exec.Command(controller, "--kubeconfig="+shared.cluster.KubeconfigPath(), "--classless-provider=baremetal",
-		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")
-	shared.ctrl.Stdout, shared.ctrl.Stderr = logFile("controller.log"), logFile("controller.log")
-	shared.ctrl.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := shared.ctrl.Start(); err != nil {
-		return fmt.Errorf("starting portico-controller: %w", err)
-	}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bgp-password", Namespace: "kube-system"},
 		Data: map[string][]byte{"password": []byte(password)}}
-	if _, err := shared.cs.CoreV1().Secrets("kube-system").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+	if _, err := shared.CS.CoreV1().Secrets("kube-system").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	lp := int64(150)
 	pool := &v1alpha1.AddressPool{ObjectMeta: metav1.ObjectMeta{Name: "routed"}, Spec: v1alpha1.AddressPoolSpec{
 		Addresses: []string{poolV4, poolV6}, Announce: v1alpha1.Announce{BGP: &v1alpha1.BGPAnnounce{
 			Communities: []string{"64700:100"}, LargeCommunities: []string{"64700:1:2"}, LocalPreference: &lp}}}}
-	if err := shared.cl.Create(ctx, pool); err != nil {
+	if err := shared.CL.Create(ctx, pool); err != nil {
 		return fmt.Errorf("creating pool: %w", err)
 	}
 	if err := startBird(); err != nil {
 		return err
 	}
 	for _, addr := range []netip.Addr{router().Addr, router().Addr6} {
-		if err := shared.cl.Create(ctx, bgpPeer(peerName(addr), addr, "bgp-password")); err != nil {
+		if err := shared.CL.Create(ctx, bgpPeer(peerName(addr), addr, "bgp-password")); err != nil {
 			return fmt.Errorf("creating BGPPeer: %w", err)
 		}
 	}
-	for _, n := range shared.lab.Nodes() {
+	for _, n := range shared.Lab.Nodes() {
 		if err := startAgent(n); err != nil {
 			return err
 		}
@@ -248,7 +167,7 @@ type neighbor struct {
 
 func startBird() error {
 	var ns []neighbor
-	for i, n := range shared.lab.Nodes() {
+	for i, n := range shared.Lab.Nodes() {
 		ns = append(ns, neighbor{fmt.Sprintf("n%d_4", i), n.Addr}, neighbor{fmt.Sprintf("n%d_6", i), n.Addr6})
 	}
 	var conf bytes.Buffer
@@ -256,11 +175,11 @@ func startBird() error {
 		"Password": password, "Neighbors": ns}); err != nil {
 		return err
 	}
-	path := filepath.Join(shared.dir, "bird.conf")
+	path := filepath.Join(shared.Dir, "bird.conf")
 	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
 		return err
 	}
-	shared.sock = filepath.Join(shared.dir, "bird.ctl")
+	shared.sock = filepath.Join(shared.Dir, "bird.ctl")
 	p, err := router().Start("bird", "-f", "-c", path, "-s", shared.sock)
 	if err != nil {
 		return err
@@ -328,26 +247,12 @@ func waitHops(tb testing.TB, v netip.Addr, want []netip.Addr, within time.Durati
 	}
 }
 
-var logFiles = map[string]*os.File{}
-
-func logFile(name string) *os.File {
-	if f := logFiles[name]; f != nil {
-		return f
-	}
-	f, err := os.Create(filepath.Join(shared.dir, name))
-	if err != nil {
-		return nil
-	}
-	logFiles[name] = f
-	return f
-}
-
 func startAgent(n *netlab.Node) error {
 	var cidrs []string
-	for _, o := range shared.lab.Nodes() {
+	for _, o := range shared.Lab.Nodes() {
 		cidrs = append(cidrs, o.PodCIDR.String(), o.PodCIDR6.String())
 	}
-	p, err := n.Start(shared.agent, "--kubeconfig="+shared.kubecfg, "--node-name="+n.Name,
+	p, err := n.Start(shared.Agent, "--kubeconfig="+shared.Kubeconfig, "--node-name="+n.Name,
 		"--sync-period=30s", "--min-sync-period=100ms",
 		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=0.0.0.0:10249",
 		"--cluster-cidr="+strings.Join(cidrs, ","), "--announce=bgp", "-v=1")
@@ -367,7 +272,7 @@ var backendsOnce sync.Once
 // backends runs an echo pod on every node.
 func backends(tb testing.TB) {
 	backendsOnce.Do(func() {
-		for _, n := range shared.lab.Nodes() {
+		for _, n := range shared.Lab.Nodes() {
 			p := n.AddPod(tb, "web-"+n.Name)
 			p.StartEchoServer(tb, "tcp", echoPort)
 			createPod(tb, n.Name, p)
@@ -396,15 +301,15 @@ func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*co
 	if mutate != nil {
 		mutate(svc)
 	}
-	if _, err := shared.cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := shared.CS.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		_ = shared.cs.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = shared.CS.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		svc, err := shared.cs.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		svc, err := shared.CS.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -432,7 +337,7 @@ func createPod(tb testing.TB, node string, p *netlab.Pod) {
 	tb.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + node, Namespace: namespace, Labels: map[string]string{"app": "web"}}}
 	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
-	if _, err := shared.cluster.CreateReadyPod(context.Background(), pod, node, p.Addr, p.Addr6); err != nil {
+	if _, err := shared.Cluster.CreateReadyPod(context.Background(), pod, node, p.Addr, p.Addr6); err != nil {
 		tb.Fatal(err)
 	}
 }

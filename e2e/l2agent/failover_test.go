@@ -49,7 +49,7 @@ type result struct {
 
 func probe(v netip.Addr) *prober {
 	p := &prober{stop: make(chan struct{})}
-	client := shared.lab.Clients()[0]
+	client := shared.Lab.Clients()[0]
 	dst := netip.AddrPortFrom(v, echoPort)
 	p.wg.Add(1)
 	go func() {
@@ -141,7 +141,7 @@ func newScenario(tb testing.TB, name string) *scenario {
 		if !tb.Failed() {
 			return
 		}
-		for _, n := range shared.lab.Nodes() {
+		for _, n := range shared.Lab.Nodes() {
 			var keep []string
 			for _, line := range strings.Split(agentOf(n.Name).Output(), "\n") {
 				if !strings.Contains(line, `"Synced"`) && !strings.Contains(line, "reflector") {
@@ -182,7 +182,7 @@ func fail(tb testing.TB, failure, node string) {
 			tb.Fatal(err)
 		}
 	case failureLinkCut:
-		if _, err := shared.lab.Switch().Exec(context.Background(), "ip", "link", "set", node, "down"); err != nil {
+		if _, err := shared.Lab.Switch().Exec(context.Background(), "ip", "link", "set", node, "down"); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -197,7 +197,7 @@ func heal(tb testing.TB, failure, node string) {
 			tb.Fatal(err)
 		}
 	case failureLinkCut:
-		if _, err := shared.lab.Switch().Exec(context.Background(), "ip", "link", "set", node, "up"); err != nil {
+		if _, err := shared.Lab.Switch().Exec(context.Background(), "ip", "link", "set", node, "up"); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -322,7 +322,7 @@ func waitEvent(tb testing.TB, svc, reason, note string) {
 	deadline := time.Now().Add(20 * time.Second)
 	var seen []string
 	for time.Now().Before(deadline) {
-		list, err := shared.cs.EventsV1().Events(namespace).List(context.Background(), metav1.ListOptions{})
+		list, err := shared.CS.EventsV1().Events(namespace).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,13 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/e2e/cluster"
+	"github.com/portico-lb/portico/e2e/bmlab"
 	"github.com/portico-lb/portico/e2e/netlab"
 	"github.com/portico-lb/portico/internal/prereq"
 	"github.com/portico-lb/portico/nodeproxy/announce/election"
@@ -45,16 +41,9 @@ const (
 
 // shared is one lab, control plane, controller and three agents for the package.
 var shared struct {
-	once    sync.Once
-	err     error
-	lab     *netlab.Lab
-	cluster *cluster.Cluster
-	cs      kubernetes.Interface
-	cl      client.Client
-	dir     string
-	agent   string
-	kubecfg string
-	ctrl    *exec.Cmd
+	once       sync.Once
+	err        error
+	*bmlab.Env // lab, control plane, controller
 
 	mu     sync.Mutex
 	agents map[string]*netlab.Process
@@ -64,22 +53,8 @@ var shared struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.ctrl != nil && shared.ctrl.Process != nil {
-		_ = shared.ctrl.Process.Kill()
-		_ = shared.ctrl.Wait()
-	}
-	if shared.cluster != nil {
-		if err := shared.cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-		}
-	}
-	if shared.lab != nil {
-		if err := shared.lab.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "closing lab:", err)
-		}
-	}
-	if shared.dir != "" {
-		os.RemoveAll(shared.dir)
+	if err := shared.Env.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	os.Exit(code)
 }
@@ -96,61 +71,16 @@ func setup(tb testing.TB) {
 	}
 }
 
-func build(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building %s: %w: %s", pkg, err, b)
-	}
-	return nil
-}
-
 func start() error {
-	var err error
-	if shared.dir, err = cluster.OwnedTempDir("portico-e2e-l2agent-"); err != nil {
-		return err
-	}
-	shared.agent = filepath.Join(shared.dir, "portico-agent")
-	controller := filepath.Join(shared.dir, "portico-controller")
-	for out, pkg := range map[string]string{shared.agent: "github.com/portico-lb/portico/cmd/portico-agent",
-		controller: "github.com/portico-lb/portico/cmd/portico-controller"} {
-		if err := build(out, pkg); err != nil {
-			return err
-		}
-	}
-	if shared.lab, err = netlab.NewE(netlab.Options{Nodes: 3, Clients: 1, RootLink: true, IPv6: true}); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	opts := cluster.Options{BindAddress: shared.lab.RootAddr(), ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}}
-	if shared.cluster, err = cluster.Start(ctx, opts); err != nil {
-		return err
-	}
-	if err := shared.cluster.InstallCRDs(ctx, filepath.Join("..", "..", "deploy", "crds")); err != nil {
-		return err
-	}
-	shared.cs = shared.cluster.Client()
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if shared.cl, err = client.New(shared.cluster.Config(), client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	shared.kubecfg = filepath.Join(shared.dir, "kubeconfig")
-	if err := shared.cluster.WriteKubeconfig(shared.kubecfg, shared.cluster.Host()); err != nil {
-		return err
-	}
-	if err := shared.cluster.EnsureNamespace(ctx, namespace); err != nil {
+	var err error
+	shared.Env, err = bmlab.Start(ctx, "portico-e2e-l2agent-", filepath.Join("..", "..", "deploy", "crds"), namespace)
+	if err != nil {
 		return err
 	}
 	shared.macs, shared.pods, shared.agents = map[string]net.HardwareAddr{}, map[string]string{}, map[string]*netlab.Process{}
-	for _, n := range shared.lab.Nodes() {
-		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr, n.Addr6}, PodCIDRs: []netip.Prefix{n.PodCIDR, n.PodCIDR6}}
-		if _, err := shared.cluster.RegisterNode(ctx, spec); err != nil {
-			return err
-		}
+	for _, n := range shared.Lab.Nodes() {
 		if err := n.Do(func() error {
 			ifi, err := net.InterfaceByName("eth0")
 			if err == nil {
@@ -161,26 +91,18 @@ func start() error {
 			return err
 		}
 	}
-	// The controller: the real binary, all classless Services to the baremetal provider.
-	shared.ctrl = exec.Command(controller, "--kubeconfig="+shared.cluster.KubeconfigPath(), "--classless-provider=baremetal",
-		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")
-	shared.ctrl.Stdout, shared.ctrl.Stderr = logFile("controller.log"), logFile("controller.log")
-	shared.ctrl.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := shared.ctrl.Start(); err != nil {
-		return fmt.Errorf("starting portico-controller: %w", err)
-	}
 	pool := &v1alpha1.AddressPool{ObjectMeta: metav1.ObjectMeta{Name: "lan"}, Spec: v1alpha1.AddressPoolSpec{
 		Addresses: []string{poolV4, poolV6}, Announce: v1alpha1.Announce{L2: &v1alpha1.L2Announce{}}}}
-	if err := shared.cl.Create(ctx, pool); err != nil {
+	if err := shared.CL.Create(ctx, pool); err != nil {
 		return fmt.Errorf("creating pool: %w", err)
 	}
-	client := shared.lab.Clients()[0]
+	client := shared.Lab.Clients()[0]
 	for _, c := range [][]string{{"ip", "route", "add", onLink4, "dev", "eth0"}, {"ip", "-6", "route", "add", onLink6, "dev", "eth0"}} {
 		if _, err := client.Exec(ctx, c[0], c[1:]...); err != nil {
 			return err
 		}
 	}
-	for _, n := range shared.lab.Nodes() {
+	for _, n := range shared.Lab.Nodes() {
 		if err := startAgent(n); err != nil {
 			return err
 		}
@@ -188,29 +110,15 @@ func start() error {
 	return nil
 }
 
-var logFiles = map[string]*os.File{}
-
-func logFile(name string) *os.File {
-	if f := logFiles[name]; f != nil {
-		return f
-	}
-	f, err := os.Create(filepath.Join(shared.dir, name))
-	if err != nil {
-		return nil
-	}
-	logFiles[name] = f
-	return f
-}
-
 // agentArgs are the flags of every agent: the DaemonSet's announcement flags with faster
 // rejoins, so that a healed partition merges within a second or two.
 func agentArgs(n *netlab.Node) []string {
 	var cidrs []string
-	for _, o := range shared.lab.Nodes() {
+	for _, o := range shared.Lab.Nodes() {
 		cidrs = append(cidrs, o.PodCIDR.String(), o.PodCIDR6.String())
 	}
 	return []string{
-		"--kubeconfig=" + shared.kubecfg, "--node-name=" + n.Name,
+		"--kubeconfig=" + shared.Kubeconfig, "--node-name=" + n.Name,
 		"--sync-period=30s", "--min-sync-period=100ms",
 		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=0.0.0.0:10249",
 		"--cluster-cidr=" + strings.Join(cidrs, ","),
@@ -220,7 +128,7 @@ func agentArgs(n *netlab.Node) []string {
 
 // startAgent runs portico-agent in n and waits for its first sync.
 func startAgent(n *netlab.Node) error {
-	p, err := n.Start(shared.agent, agentArgs(n)...)
+	p, err := n.Start(shared.Agent, agentArgs(n)...)
 	if err != nil {
 		return err
 	}
@@ -239,7 +147,7 @@ func agentOf(name string) *netlab.Process {
 }
 
 func nodeByName(name string) *netlab.Node {
-	for _, n := range shared.lab.Nodes() {
+	for _, n := range shared.Lab.Nodes() {
 		if n.Name == name {
 			return n
 		}
@@ -252,12 +160,12 @@ var backendsOnce sync.Once
 
 func backends(tb testing.TB) {
 	backendsOnce.Do(func() {
-		for _, n := range shared.lab.Nodes() {
+		for _, n := range shared.Lab.Nodes() {
 			p := n.AddPod(tb, "web-"+n.Name)
 			p.StartEchoServer(tb, "tcp", echoPort)
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + n.Name, Namespace: namespace, Labels: map[string]string{"app": "web"}}}
 			pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
-			if _, err := shared.cluster.CreateReadyPod(context.Background(), pod, n.Name, p.Addr, p.Addr6); err != nil {
+			if _, err := shared.Cluster.CreateReadyPod(context.Background(), pod, n.Name, p.Addr, p.Addr6); err != nil {
 				tb.Fatal(err)
 			}
 			shared.pods[n.Name] = p.Name
@@ -282,7 +190,7 @@ func vips(tb testing.TB) (netip.Addr, netip.Addr, []string) {
 }
 
 func nodeObjects(tb testing.TB) []*corev1.Node {
-	list, err := shared.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	list, err := shared.CS.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -321,15 +229,15 @@ func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*co
 	if mutate != nil {
 		mutate(svc)
 	}
-	if _, err := shared.cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if _, err := shared.CS.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		_ = shared.cs.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = shared.CS.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		svc, err := shared.cs.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+		svc, err := shared.CS.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -349,7 +257,7 @@ func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*co
 
 // clientHandle is a netlink handle in the client's namespace, to read its neighbour table.
 func clientHandle(tb testing.TB) *netlink.Handle {
-	ns, err := netns.GetFromName(shared.lab.Clients()[0].NS)
+	ns, err := netns.GetFromName(shared.Lab.Clients()[0].NS)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -420,7 +328,7 @@ func arpingOnly(tb testing.TB, v4 netip.Addr, node string, within time.Duration)
 }
 
 func arpingOnce(v4 netip.Addr, node string) error {
-	out, err := shared.lab.Clients()[0].Exec(context.Background(), "arping", "-c", "2", "-w", "2", "-I", "eth0", v4.String())
+	out, err := shared.Lab.Clients()[0].Exec(context.Background(), "arping", "-c", "2", "-w", "2", "-I", "eth0", v4.String())
 	if err != nil {
 		return fmt.Errorf("arping %s: %w\n%s", v4, err, out)
 	}

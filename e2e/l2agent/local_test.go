@@ -27,11 +27,11 @@ func TestLocalPolicyAnnouncesFromEndpointNode(t *testing.T) {
 	p.StartEchoServer(t, "tcp", echoPort)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "local-" + last, Namespace: namespace, Labels: map[string]string{"app": "local"}}}
 	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
-	if _, err := shared.cluster.CreateReadyPod(context.Background(), pod, last, p.Addr, p.Addr6); err != nil {
+	if _, err := shared.Cluster.CreateReadyPod(context.Background(), pod, last, p.Addr, p.Addr6); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = shared.cs.CoreV1().Pods(namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
+		_ = shared.CS.CoreV1().Pods(namespace).Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
 	})
 	createService(t, "local", []netip.Addr{vip}, func(s *corev1.Service) {
 		s.Spec.Selector = map[string]string{"app": "local"}

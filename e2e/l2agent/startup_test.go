@@ -25,7 +25,7 @@ func TestStartupErrors(t *testing.T) {
 			[]string{"config.membership.probeTimeout", "config.membership.port", "config.membership.secretFile"}},
 	}
 	for _, c := range cases {
-		out, err := exec.Command(shared.agent, c.args...).CombinedOutput()
+		out, err := exec.Command(shared.Agent, c.args...).CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != config.ExitStartup {
 			t.Errorf("%v: err = %v, want exit code %d\n%s", c.args, err, config.ExitStartup, out)
 		}
@@ -40,10 +40,10 @@ func TestStartupErrors(t *testing.T) {
 	// CRD or without the RBAC for it (the shared cluster has the CRD), and the agent says so at
 	// startup instead of waiting for an informer that never syncs.
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := shared.cluster.WriteKubeconfigWithToken(kubeconfig, shared.cluster.Host(), "no-such-token"); err != nil {
+	if err := shared.Cluster.WriteKubeconfigWithToken(kubeconfig, shared.Cluster.Host(), "no-such-token"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(shared.agent, "--kubeconfig="+kubeconfig, "--node-name=node1", "--announce=l2", "--membership").CombinedOutput()
+	out, err := exec.Command(shared.Agent, "--kubeconfig="+kubeconfig, "--node-name=node1", "--announce=l2", "--membership").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != config.ExitStartup {
 		t.Errorf("without access to AddressPools: err = %v, want exit code %d\n%s", err, config.ExitStartup, out)
 	}
