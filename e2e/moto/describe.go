@@ -54,21 +54,27 @@ type SecurityGroup struct {
 	Rules []SGRule
 }
 
-// SGRule is one ingress rule of a security group for one IPv4 range.
+// SGRule is one ingress rule of a security group for one IPv4 range or one source group.
 type SGRule struct {
 	Protocol    string // "tcp", "udp", "icmp", "-1"
 	FromPort    int32
 	ToPort      int32
-	CIDR        string
+	CIDR        string // the IPv4 range, or
+	SourceGroup string // the source security group's ID
 	Description string
 }
 
 func (r SGRule) String() string {
-	ports := fmt.Sprintf("%d-%d", r.FromPort, r.ToPort)
-	if r.FromPort == r.ToPort {
-		ports = fmt.Sprint(r.FromPort)
+	what := fmt.Sprintf("%s %d-%d", r.Protocol, r.FromPort, r.ToPort)
+	switch {
+	case r.Protocol == "-1":
+		what = "all traffic"
+	case r.Protocol == "icmp": // the ports are the ICMP type and code
+		what = fmt.Sprintf("icmp type %d code %d", r.FromPort, r.ToPort)
+	case r.FromPort == r.ToPort:
+		what = fmt.Sprintf("%s %d", r.Protocol, r.FromPort)
 	}
-	s := fmt.Sprintf("%s %s from %s", r.Protocol, ports, r.CIDR)
+	s := fmt.Sprintf("%s from %s%s", what, r.CIDR, r.SourceGroup)
 	if r.Description != "" {
 		s += " (" + r.Description + ")"
 	}
@@ -213,7 +219,7 @@ func sortListeners(ls []Listener) {
 	})
 }
 
-// SecurityGroups reads security groups by ID with their IPv4 ingress rules, in the order given.
+// SecurityGroups reads security groups by ID with their IPv4 and source-group ingress rules, in the order given.
 func (s *Server) SecurityGroups(ctx context.Context, ids ...string) ([]SecurityGroup, error) {
 	out, err := ec2.NewFromConfig(s.harnessConfig()).DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: ids})
 	if err != nil {
@@ -226,6 +232,10 @@ func (s *Server) SecurityGroups(ctx context.Context, ids ...string) ([]SecurityG
 			for _, r := range p.IpRanges {
 				sg.Rules = append(sg.Rules, SGRule{Protocol: aws.ToString(p.IpProtocol), FromPort: aws.ToInt32(p.FromPort),
 					ToPort: aws.ToInt32(p.ToPort), CIDR: aws.ToString(r.CidrIp), Description: aws.ToString(r.Description)})
+			}
+			for _, g := range p.UserIdGroupPairs {
+				sg.Rules = append(sg.Rules, SGRule{Protocol: aws.ToString(p.IpProtocol), FromPort: aws.ToInt32(p.FromPort),
+					ToPort: aws.ToInt32(p.ToPort), SourceGroup: aws.ToString(g.GroupId), Description: aws.ToString(g.Description)})
 			}
 		}
 		byID[sg.ID] = sg

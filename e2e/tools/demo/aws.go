@@ -300,7 +300,7 @@ func (d *awsDemo) getSvc() error {
 		return err
 	}
 	fmt.Println("\n$ kubectl get svc -n demo")
-	const format = "%-12s %-13s %-14s %-52s %s\n"
+	const format = "%-12s %-13s %-14s %-64s %s\n"
 	fmt.Printf(format, "NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)")
 	for _, s := range list.Items {
 		ext := "<pending>"
