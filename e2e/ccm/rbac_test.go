@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/retry"
@@ -53,6 +55,9 @@ func TestDeployRBAC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// kube-apiserver's bootstrap policy binds system:controller:service-controller to
+	// kube-system/service-controller; without that binding the manifest alone must suffice.
+	dropOtherBindings(t, ctx, c, "portico-ccm", "service-controller", "portico-ccm-replacements")
 	deployArgs := manifestArgs(t, filepath.Join(manifests, "deployment.yaml"))
 	if !containsArg(deployArgs, "--use-service-account-credentials") {
 		t.Fatalf("deploy/ccm/deployment.yaml does not pass --use-service-account-credentials: %v", deployArgs)
@@ -231,4 +236,44 @@ func containsArg(args []string, arg string) bool {
 		}
 	}
 	return false
+}
+
+// dropOtherBindings deletes every ClusterRoleBinding and RoleBinding that names one of the
+// kube-system ServiceAccounts and was not made by deploy/ccm (whose names start with
+// portico-ccm), so that those accounts hold exactly what the manifest grants them.
+func dropOtherBindings(t *testing.T, ctx context.Context, c *cluster.Cluster, accounts ...string) {
+	t.Helper()
+	names := func(subjects []rbacv1.Subject) bool {
+		for _, s := range subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == "kube-system" && slices.Contains(accounts, s.Name) {
+				return true
+			}
+		}
+		return false
+	}
+	rbac := c.Client().RbacV1()
+	crbs, err := rbac.ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range crbs.Items {
+		if names(b.Subjects) && !strings.HasPrefix(b.Name, "portico-ccm") {
+			t.Logf("deleting ClusterRoleBinding %s (role %s)", b.Name, b.RoleRef.Name)
+			if err := rbac.ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rbs, err := rbac.RoleBindings("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range rbs.Items {
+		if names(b.Subjects) && !strings.HasPrefix(b.Name, "portico-ccm") {
+			t.Logf("deleting RoleBinding %s/%s (role %s)", b.Namespace, b.Name, b.RoleRef.Name)
+			if err := rbac.RoleBindings(b.Namespace).Delete(ctx, b.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
