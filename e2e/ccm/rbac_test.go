@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -108,6 +110,9 @@ func TestDeployRBAC(t *testing.T) {
 	ccm := startCCMWith(t, binDir+"/portico-ccm", args, append(os.Environ(), srv.Env()...), port)
 
 	ns := namespace(t, c, "rbac")
+	// The secure port authenticates and authorizes through the API server as portico-ccm
+	// (TokenReview, SubjectAccessReview): a scraper allowed to get /metrics reads them.
+	scrapeMetrics(t, ctx, c, ns, port)
 	svc := createService(t, cs, lbService(ns, "web", func(s *corev1.Service) {
 		s.Annotations = map[string]string{annotations.AWSLoadBalancerType: "nlb"}
 	}))
@@ -276,4 +281,53 @@ func dropOtherBindings(t *testing.T, ctx context.Context, c *cluster.Cluster, ac
 			}
 		}
 	}
+}
+
+// scrapeMetrics creates a ServiceAccount allowed to get /metrics and reads portico-ccm's
+// /metrics with its token: 200 only if portico-ccm may create TokenReviews and
+// SubjectAccessReviews (401 without the first, 403 without the second).
+func scrapeMetrics(t *testing.T, ctx context.Context, c *cluster.Cluster, ns string, port int) {
+	t.Helper()
+	cs := c.Client()
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-reader"},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-metrics-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "scraper"}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "scraper",
+		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.Status.Token)
+	// The new binding reaches the API server's authorizer cache within a moment.
+	var status string
+	for range 50 {
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+		status = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(body))
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("GET /metrics as a ServiceAccount allowed to: %s (portico-ccm cannot review tokens or access?)", status)
 }
