@@ -460,7 +460,7 @@ func (d *awsDemo) deleteAll() error {
 		for _, s := range left.Items {
 			names = append(names, s.Name+" "+fmt.Sprint(s.Finalizers))
 		}
-		return fmt.Errorf("Services still there (controller log: %s): %v", d.ctlog, names)
+		return fmt.Errorf("services still there (controller log: %s): %v", d.ctlog, names)
 	}
 	if _, err := d.cs.CoreV1().Services("demo").Get(d.ctx, "web-nlb", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		return fmt.Errorf("demo/web-nlb: %v, want NotFound", err)
