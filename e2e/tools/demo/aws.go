@@ -31,7 +31,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -461,9 +460,6 @@ func (d *awsDemo) deleteAll() error {
 			names = append(names, s.Name+" "+fmt.Sprint(s.Finalizers))
 		}
 		return fmt.Errorf("services still there (controller log: %s): %v", d.ctlog, names)
-	}
-	if _, err := d.cs.CoreV1().Services("demo").Get(d.ctx, "web-nlb", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		return fmt.Errorf("demo/web-nlb: %v, want NotFound", err)
 	}
 	fmt.Println("The Services are gone.")
 	inv, err := d.srv.OwnedContext(d.ctx, awsCluster)
