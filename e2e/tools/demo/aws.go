@@ -369,6 +369,8 @@ func printLB(lb moto.LoadBalancer, nodeSG moto.SecurityGroup) {
 		fmt.Println()
 	}
 	if lb.Kind == moto.KindClassicLB {
+		fmt.Println("                 (moto 5.2.5 reports each listener's own protocol as the instance protocol;")
+		fmt.Println("                 Portico sent TCP, or what aws-load-balancer-backend-protocol names)")
 		fmt.Printf("  instances:     %s (health check %s)\n", strings.Join(lb.Instances, ", "), lb.HealthCheck)
 	}
 	for _, g := range lb.SecurityGroups {
