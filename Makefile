@@ -49,8 +49,9 @@ lint: ## gofmt, go vet, staticcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
-demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up
-	$(GO) run ./e2e/tools/demo
+DEMO ?= baremetal
+demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator
+	$(GO) run ./e2e/tools/demo -provider=$(DEMO)
 
 clean-lab: ## remove network-lab namespaces and links left by an interrupted test run
 	$(GO) run ./e2e/tools/netlab-sweep

@@ -190,12 +190,20 @@ func ccmArgs(kubeconfig, cloudConfig string, port int) []string {
 func startCCM(t *testing.T, bin, kubeconfig, cloudConfig string) *ccmProcess {
 	t.Helper()
 	port := freePort(t)
+	return startCCMWith(t, bin, ccmArgs(kubeconfig, cloudConfig, port), nil, port)
+}
+
+// startCCMWith is startCCM with the whole command line, the environment (nil: this process's)
+// and the --secure-port in args.
+func startCCMWith(t *testing.T, bin string, args, env []string, port int) *ccmProcess {
+	t.Helper()
 	p := &ccmProcess{logPath: filepath.Join(t.TempDir(), "portico-ccm.log"), done: make(chan struct{})}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(bin, ccmArgs(kubeconfig, cloudConfig, port)...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := p.cmd.Start(); err != nil {

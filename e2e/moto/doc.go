@@ -22,7 +22,10 @@
 //	}
 //
 // Start(t) gives a test its own server instead. Binaries started by a test (portico-controller,
-// portico-ccm) reach the server through Server.Env.
+// portico-ccm) reach the server through Server.Env. Outside a test (the demo, e2e/tools/demo
+// -provider=aws) StartServer, SeedContext and OwnedContext return errors instead of failing a
+// test; LoadBalancers and SecurityGroups read what moto holds (listeners, target groups and
+// their instances, rules, tags) for showing and checking.
 //
 // # Prerequisite
 //

@@ -92,6 +92,15 @@ func (s *Server) Owned(t testing.TB, cluster string) Inventory {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	inv, err := s.OwnedContext(ctx, cluster)
+	if err != nil {
+		t.Fatalf("moto: %v", err)
+	}
+	return inv
+}
+
+// OwnedContext is Owned outside a test (the demo).
+func (s *Server) OwnedContext(ctx context.Context, cluster string) (Inventory, error) {
 	var inv Inventory
 	var err error
 	// A resource deleted between its listing and the next call (the code under test runs
@@ -104,9 +113,9 @@ func (s *Server) Owned(t testing.TB, cluster string) Inventory {
 		}
 	}
 	if err != nil {
-		t.Fatalf("moto: listing owned resources: %v", err)
+		return nil, fmt.Errorf("listing owned resources: %w", err)
 	}
-	return inv
+	return inv, nil
 }
 
 func (s *Server) owned(ctx context.Context, cluster string) (Inventory, error) {

@@ -3,6 +3,7 @@ package moto_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sort"
@@ -529,5 +530,88 @@ func TestProxyOnCall(t *testing.T) {
 	}
 	if w := p.Calls().Writes(); w.String() != "ec2:CreateVpc=1" {
 		t.Errorf("writes through the proxy: %s", w)
+	}
+}
+
+// TestLoadBalancers creates an NLB with a registered target and a Classic ELB with a security
+// group by SDK and checks what LoadBalancers and SecurityGroups read back, and that their
+// requests are left out of Calls.
+func TestLoadBalancers(t *testing.T) {
+	srv := moto.Shared(t)
+	ctx := ctxFor(t)
+	f := srv.Seed(t, moto.SeedOptions{Cluster: cluster, AZs: 1, Nodes: 1})
+	cfg := srv.AWSConfig(ctx)
+	v2, cl, ec := elbv2.NewFromConfig(cfg), elb.NewFromConfig(cfg), ec2.NewFromConfig(cfg)
+	lbARN, tgARN, _ := createNLB(t, ctx, v2, f, "nlb-a", "tg-a")
+	if _, err := v2.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: aws.String(tgARN),
+		Targets: []elbv2types.TargetDescription{{Id: aws.String(f.Nodes[0].InstanceID)}}}); err != nil {
+		t.Fatal(err)
+	}
+	sg, err := ec.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+		GroupName: aws.String("k8s-elb-a"), Description: aws.String("test"), VpcId: aws.String(f.VPCID),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sgID := aws.ToString(sg.GroupId)
+	if _, err := ec.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(sgID),
+		IpPermissions: []ec2types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(80), ToPort: aws.Int32(80),
+			IpRanges: []ec2types.IpRange{{CidrIp: aws.String("198.19.0.0/16"), Description: aws.String("clients")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ec.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(f.NodeSecurityGroupID),
+		IpPermissions: []ec2types.IpPermission{{IpProtocol: aws.String("-1"),
+			UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String(sgID), Description: aws.String("from the ELB")}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.CreateLoadBalancer(ctx, &elb.CreateLoadBalancerInput{
+		LoadBalancerName: aws.String("classic-a"),
+		Listeners:        []elbtypes.Listener{{LoadBalancerPort: 80, InstancePort: aws.Int32(30080), Protocol: aws.String("TCP"), InstanceProtocol: aws.String("TCP")}},
+		Subnets:          []string{f.PublicSubnets[0].ID},
+		SecurityGroups:   []string{sgID},
+		Tags:             []elbtypes.Tag{{Key: aws.String("team"), Value: aws.String("a")}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.RegisterInstancesWithLoadBalancer(ctx, &elb.RegisterInstancesWithLoadBalancerInput{LoadBalancerName: aws.String("classic-a"),
+		Instances: []elbtypes.Instance{{InstanceId: aws.String(f.Nodes[0].InstanceID)}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Record(t)
+	lbs, err := srv.LoadBalancers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lbs) != 2 || lbs[0].Name != "classic-a" || lbs[1].Name != "nlb-a" {
+		t.Fatalf("LoadBalancers = %+v, want classic-a and nlb-a", lbs)
+	}
+	classic, nlb := lbs[0], lbs[1]
+	inst := f.Nodes[0].InstanceID
+	if classic.Kind != moto.KindClassicLB || classic.DNS == "" || classic.Tags["team"] != "a" ||
+		!slices.Equal(classic.Instances, []string{inst}) || len(classic.Listeners) != 1 ||
+		fmt.Sprint(classic.Listeners[0]) != fmt.Sprint(moto.Listener{Protocol: "TCP", Port: 80, BackendProtocol: "TCP", BackendPort: 30080}) {
+		t.Errorf("classic-a = %+v", classic)
+	}
+	if len(classic.SecurityGroups) != 1 || classic.SecurityGroups[0].ID != sgID || len(classic.SecurityGroups[0].Rules) != 1 ||
+		classic.SecurityGroups[0].Rules[0].String() != "tcp 80 from 198.19.0.0/16 (clients)" {
+		t.Errorf("classic-a security groups = %+v", classic.SecurityGroups)
+	}
+	if nlb.Kind != moto.KindLoadBalancer || nlb.ARN != lbARN || nlb.Type != "network" || nlb.Tags[moto.ClusterTag(cluster)] != "owned" || len(nlb.Listeners) != 1 {
+		t.Fatalf("nlb-a = %+v", nlb)
+	}
+	if l := nlb.Listeners[0]; l.Port != 80 || l.Protocol != "TCP" || l.TargetGroup != "tg-a" || l.BackendPort != 30080 ||
+		!slices.Equal(l.Targets, []string{inst}) || !strings.HasPrefix(l.HealthCheck, "TCP:") {
+		t.Errorf("nlb-a listener = %+v", l)
+	}
+	groups, err := srv.SecurityGroups(ctx, f.NodeSecurityGroupID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(groups) != 1 || len(groups[0].Rules) != 1 || groups[0].Rules[0].String() != "all traffic from "+sgID+" (from the ELB)" {
+		t.Errorf("node security group = %+v", groups)
+	}
+	if calls := srv.Calls(t); calls.Total() != 0 {
+		t.Errorf("reading back counted calls: %s", calls)
 	}
 }

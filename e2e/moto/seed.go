@@ -112,6 +112,18 @@ type Fixture struct {
 // portico.test/seeded=true. Owned leaves these resources out.
 func (s *Server) Seed(t testing.TB, opts SeedOptions) *Fixture {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := s.SeedContext(ctx, opts)
+	if err != nil {
+		t.Fatalf("moto: %v", err)
+	}
+	return f
+}
+
+// SeedContext is Seed outside a test (the demo): it returns what it could not create as an
+// error instead of failing a test.
+func (s *Server) SeedContext(ctx context.Context, opts SeedOptions) (*Fixture, error) {
 	if opts.Cluster == "" {
 		opts.Cluster = "portico-test"
 	}
@@ -125,18 +137,16 @@ func (s *Server) Seed(t testing.TB, opts SeedOptions) *Fixture {
 		opts.SubnetTagValue = "shared"
 	}
 	if opts.AZs < 1 || opts.AZs > 3 {
-		t.Fatalf("moto: SeedOptions.AZs = %d, want 1 to 3", opts.AZs)
+		return nil, fmt.Errorf("SeedOptions.AZs = %d, want 1 to 3", opts.AZs)
 	}
 	if opts.SubnetTagValue != "owned" && opts.SubnetTagValue != "shared" {
-		t.Fatalf("moto: SeedOptions.SubnetTagValue = %q, want owned or shared", opts.SubnetTagValue)
+		return nil, fmt.Errorf("SeedOptions.SubnetTagValue = %q, want owned or shared", opts.SubnetTagValue)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	f := &Fixture{Cluster: opts.Cluster, Region: s.Region, srv: s}
 	if err := f.seed(ctx, opts); err != nil {
-		t.Fatalf("moto: seeding: %v", err)
+		return nil, fmt.Errorf("seeding: %w", err)
 	}
-	return f
+	return f, nil
 }
 
 func tagSpec(rt ec2types.ResourceType, tags map[string]string) []ec2types.TagSpecification {

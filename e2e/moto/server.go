@@ -127,6 +127,10 @@ func checkBinary(bin string) error {
 	return nil
 }
 
+// StartServer runs a moto_server outside a test (the demo); the caller stops it with Stop. Like
+// Start it fails, naming the fix, if the pinned moto is not installed.
+func StartServer() (*Server, error) { return start() }
+
 // Start runs a moto_server for t and stops it when t ends. It fails t, naming the fix, if the
 // pinned moto is not installed.
 func Start(t testing.TB) *Server {

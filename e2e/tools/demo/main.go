@@ -25,6 +25,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log"
 	"net"
@@ -78,8 +79,14 @@ func main() {
 		case <-finished:
 		}
 	}()
+	provider := flag.String("provider", "baremetal", "walk-through: baremetal (network lab; without root the controller alone) or aws (moto's AWS emulator, aws.go)")
+	flag.Parse()
+	walks := map[string]func(context.Context) error{"baremetal": run, "aws": runAWS}
+	if walks[*provider] == nil {
+		log.Fatalf("demo: -provider=%q: want baremetal or aws", *provider)
+	}
 	start := time.Now()
-	err := run(ctx)
+	err := walks[*provider](ctx)
 	close(finished)
 	if ctx.Err() != nil {
 		log.Fatalf("demo: interrupted; everything it started is stopped and removed")

@@ -1,0 +1,252 @@
+package moto
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+)
+
+// LoadBalancer is one load balancer of either kind as moto holds it, read with the harness's
+// User-Agent (left out of Calls).
+type LoadBalancer struct {
+	Kind   Kind   // KindClassicLB or KindLoadBalancer
+	Type   string // ELBv2 type ("network"); "classic" for a Classic ELB
+	Name   string
+	ARN    string // ELBv2 only
+	DNS    string
+	Scheme string
+	Tags   map[string]string
+	// Listeners, sorted by port and protocol.
+	Listeners []Listener
+	// Classic ELB only: the registered instances (sorted) and the health-check target.
+	Instances   []string
+	HealthCheck string
+	// SecurityGroups attached to the load balancer itself (Classic ELB; an NLB created with
+	// security groups), with their rules.
+	SecurityGroups []SecurityGroup
+}
+
+// Listener is one listener. For an ELBv2 load balancer it carries its target group.
+type Listener struct {
+	Protocol string
+	Port     int32
+	Cert     string
+	// BackendProtocol and BackendPort: the target group's (ELBv2) or the instance protocol
+	// and port (Classic ELB).
+	BackendProtocol string
+	BackendPort     int32
+	// ELBv2 only.
+	TargetGroup string
+	Targets     []string // instance IDs, sorted
+	HealthCheck string   // "TCP:traffic-port", "HTTP:32000/healthz"
+}
+
+// SecurityGroup is an EC2 security group with its ingress rules.
+type SecurityGroup struct {
+	ID    string
+	Name  string
+	Tags  map[string]string
+	Rules []SGRule
+}
+
+// SGRule is one ingress rule of a security group for one IPv4 range or one source group.
+type SGRule struct {
+	Protocol    string // "tcp", "udp", "icmp", "-1"
+	FromPort    int32
+	ToPort      int32
+	CIDR        string // the IPv4 range, or
+	SourceGroup string // the source security group's ID
+	Description string
+}
+
+func (r SGRule) String() string {
+	what := fmt.Sprintf("%s %d-%d", r.Protocol, r.FromPort, r.ToPort)
+	switch {
+	case r.Protocol == "-1":
+		what = "all traffic"
+	case r.Protocol == "icmp": // the ports are the ICMP type and code
+		what = fmt.Sprintf("icmp type %d code %d", r.FromPort, r.ToPort)
+	case r.FromPort == r.ToPort:
+		what = fmt.Sprintf("%s %d", r.Protocol, r.FromPort)
+	}
+	s := fmt.Sprintf("%s from %s%s", what, r.CIDR, r.SourceGroup)
+	if r.Description != "" {
+		s += " (" + r.Description + ")"
+	}
+	return s
+}
+
+// LoadBalancers reads every load balancer moto holds, of both kinds, sorted by name.
+func (s *Server) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
+	cfg := s.harnessConfig()
+	v2 := elbv2.NewFromConfig(cfg)
+	var out []LoadBalancer
+	lbs := elbv2.NewDescribeLoadBalancersPaginator(v2, &elbv2.DescribeLoadBalancersInput{})
+	for lbs.HasMorePages() {
+		page, err := lbs.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing load balancers: %w", err)
+		}
+		for _, l := range page.LoadBalancers {
+			lb := LoadBalancer{Kind: KindLoadBalancer, Type: string(l.Type), Name: aws.ToString(l.LoadBalancerName),
+				ARN: aws.ToString(l.LoadBalancerArn), DNS: aws.ToString(l.DNSName), Scheme: string(l.Scheme)}
+			if err := s.describeV2(ctx, v2, &lb); err != nil {
+				return nil, err
+			}
+			if len(l.SecurityGroups) > 0 {
+				if lb.SecurityGroups, err = s.SecurityGroups(ctx, l.SecurityGroups...); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, lb)
+		}
+	}
+	cl := elb.NewFromConfig(cfg)
+	classic := elb.NewDescribeLoadBalancersPaginator(cl, &elb.DescribeLoadBalancersInput{})
+	for classic.HasMorePages() {
+		page, err := classic.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing classic load balancers: %w", err)
+		}
+		for _, d := range page.LoadBalancerDescriptions {
+			lb := LoadBalancer{Kind: KindClassicLB, Type: "classic", Name: aws.ToString(d.LoadBalancerName),
+				DNS: aws.ToString(d.DNSName), Scheme: aws.ToString(d.Scheme), Tags: map[string]string{}}
+			for _, ld := range d.ListenerDescriptions {
+				l := ld.Listener
+				lb.Listeners = append(lb.Listeners, Listener{Protocol: aws.ToString(l.Protocol), Port: l.LoadBalancerPort,
+					Cert: aws.ToString(l.SSLCertificateId), BackendProtocol: aws.ToString(l.InstanceProtocol), BackendPort: aws.ToInt32(l.InstancePort)})
+			}
+			for _, in := range d.Instances {
+				lb.Instances = append(lb.Instances, aws.ToString(in.InstanceId))
+			}
+			sort.Strings(lb.Instances)
+			if d.HealthCheck != nil {
+				lb.HealthCheck = aws.ToString(d.HealthCheck.Target)
+			}
+			tags, err := cl.DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: []string{lb.Name}})
+			if err != nil {
+				return nil, fmt.Errorf("describing tags of %s: %w", lb.Name, err)
+			}
+			for _, td := range tags.TagDescriptions {
+				for _, t := range td.Tags {
+					lb.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+				}
+			}
+			if len(d.SecurityGroups) > 0 {
+				if lb.SecurityGroups, err = s.SecurityGroups(ctx, d.SecurityGroups...); err != nil {
+					return nil, err
+				}
+			}
+			sortListeners(lb.Listeners)
+			out = append(out, lb)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// describeV2 fills an ELBv2 load balancer's tags and listeners with their target groups.
+func (s *Server) describeV2(ctx context.Context, v2 *elbv2.Client, lb *LoadBalancer) error {
+	lb.Tags = map[string]string{}
+	tags, err := v2.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{lb.ARN}})
+	if err != nil {
+		return fmt.Errorf("describing tags of %s: %w", lb.Name, err)
+	}
+	for _, td := range tags.TagDescriptions {
+		for _, t := range td.Tags {
+			lb.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		}
+	}
+	ls := elbv2.NewDescribeListenersPaginator(v2, &elbv2.DescribeListenersInput{LoadBalancerArn: aws.String(lb.ARN)})
+	for ls.HasMorePages() {
+		page, err := ls.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("describing listeners of %s: %w", lb.Name, err)
+		}
+		for _, li := range page.Listeners {
+			l := Listener{Protocol: string(li.Protocol), Port: aws.ToInt32(li.Port)}
+			if len(li.Certificates) > 0 {
+				l.Cert = aws.ToString(li.Certificates[0].CertificateArn)
+			}
+			if len(li.DefaultActions) > 0 && li.DefaultActions[0].TargetGroupArn != nil {
+				if err := s.describeTargetGroup(ctx, v2, aws.ToString(li.DefaultActions[0].TargetGroupArn), &l); err != nil {
+					return fmt.Errorf("listener %d of %s: %w", l.Port, lb.Name, err)
+				}
+			}
+			lb.Listeners = append(lb.Listeners, l)
+		}
+	}
+	sortListeners(lb.Listeners)
+	return nil
+}
+
+func (s *Server) describeTargetGroup(ctx context.Context, v2 *elbv2.Client, arn string, l *Listener) error {
+	tgs, err := v2.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{TargetGroupArns: []string{arn}})
+	if err != nil {
+		return fmt.Errorf("describing target group: %w", err)
+	}
+	if len(tgs.TargetGroups) > 0 {
+		tg := tgs.TargetGroups[0]
+		l.TargetGroup = aws.ToString(tg.TargetGroupName)
+		l.BackendProtocol, l.BackendPort = string(tg.Protocol), aws.ToInt32(tg.Port)
+		l.HealthCheck = string(tg.HealthCheckProtocol) + ":" + aws.ToString(tg.HealthCheckPort)
+		if tg.HealthCheckProtocol == "HTTP" || tg.HealthCheckProtocol == "HTTPS" {
+			l.HealthCheck += aws.ToString(tg.HealthCheckPath)
+		}
+	}
+	th, err := v2.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: aws.String(arn)})
+	if err != nil {
+		return fmt.Errorf("describing targets: %w", err)
+	}
+	for _, d := range th.TargetHealthDescriptions {
+		l.Targets = append(l.Targets, aws.ToString(d.Target.Id))
+	}
+	sort.Strings(l.Targets)
+	return nil
+}
+
+func sortListeners(ls []Listener) {
+	sort.Slice(ls, func(i, j int) bool {
+		if ls[i].Port != ls[j].Port {
+			return ls[i].Port < ls[j].Port
+		}
+		return ls[i].Protocol < ls[j].Protocol
+	})
+}
+
+// SecurityGroups reads security groups by ID with their IPv4 and source-group ingress rules, in the order given.
+func (s *Server) SecurityGroups(ctx context.Context, ids ...string) ([]SecurityGroup, error) {
+	out, err := ec2.NewFromConfig(s.harnessConfig()).DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: ids})
+	if err != nil {
+		return nil, fmt.Errorf("describing security groups %v: %w", ids, err)
+	}
+	byID := map[string]SecurityGroup{}
+	for _, g := range out.SecurityGroups {
+		sg := SecurityGroup{ID: aws.ToString(g.GroupId), Name: aws.ToString(g.GroupName), Tags: ec2Tags(g.Tags)}
+		for _, p := range g.IpPermissions {
+			for _, r := range p.IpRanges {
+				sg.Rules = append(sg.Rules, SGRule{Protocol: aws.ToString(p.IpProtocol), FromPort: aws.ToInt32(p.FromPort),
+					ToPort: aws.ToInt32(p.ToPort), CIDR: aws.ToString(r.CidrIp), Description: aws.ToString(r.Description)})
+			}
+			for _, g := range p.UserIdGroupPairs {
+				sg.Rules = append(sg.Rules, SGRule{Protocol: aws.ToString(p.IpProtocol), FromPort: aws.ToInt32(p.FromPort),
+					ToPort: aws.ToInt32(p.ToPort), SourceGroup: aws.ToString(g.GroupId), Description: aws.ToString(g.Description)})
+			}
+		}
+		byID[sg.ID] = sg
+	}
+	var groups []SecurityGroup
+	for _, id := range ids {
+		g, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("security group %s: not found", id)
+		}
+		groups = append(groups, g)
+	}
+	return groups, nil
+}
