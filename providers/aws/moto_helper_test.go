@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +90,9 @@ func motoURL(t *testing.T) string {
 		moto.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 		// moto writes its recorder file into its working directory: keep it out of the tree.
 		moto.cmd.Dir = os.TempDir()
+		// It dies with the test binary even when that is killed (a go test timeout) before
+		// TestMain can stop it.
+		moto.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := moto.cmd.Start(); err != nil {
 			moto.err = fmt.Errorf("starting %s: %w", bin, err)
 			return
