@@ -46,7 +46,7 @@ type Speaker struct {
 	srv         *server.BgpServer
 	withdrawals prometheus.Counter
 
-	mu      sync.Mutex // serialises SetPeers, SetAdvertisements and Stop
+	mu       sync.Mutex // serialises SetPeers, SetAdvertisements and Stop
 	peers    map[netip.Addr]Peer
 	advs     map[netip.Prefix]Advertisement
 	paths    map[netip.Prefix]*apiutil.Path
