@@ -436,7 +436,7 @@ func TestConsumerInvalidPeerMovesNothing(t *testing.T) {
 	}
 	wantAdverts(t, w.sessions, "198.18.10.1/32>198.19.0.1")
 	evs := strings.Join(w.drainEvents(), "\n")
-	for _, want := range []string{"InvalidBGPPeer node node1 cannot peer: spec.peerASN", `Secret kube-system/missing not found`} {
+	for _, want := range []string{"InvalidBGPPeer node node1 cannot peer: spec.peerASN", `reading Secret kube-system/missing: not found`} {
 		if !strings.Contains(evs, want) {
 			t.Errorf("events lack %q:\n%s", want, evs)
 		}

@@ -78,7 +78,7 @@ func (c *secretCache) get(ctx context.Context, key types.NamespacedName) (*corev
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("Secret %s not found", key)
+		return nil, fmt.Errorf("reading Secret %s: not found", key)
 	}
 	sec, ok := obj.(*corev1.Secret)
 	if !ok {
