@@ -29,7 +29,7 @@ import (
 // withdraws those the policy now rejects. Withdrawals pass export policies unchanged in GoBGP,
 // so deleting a path reaches every peer that had it.
 
-// exportPolicy names the global export policy parts of one peer.
+// exportNames names the parts of the global export policy that belong to one peer.
 func exportNames(addr netip.Addr) (policy, neighborSet, prefixSet string) {
 	a := addr.String()
 	return "portico-export-" + a, "portico-peer-" + a, "portico-prefixes-" + a
