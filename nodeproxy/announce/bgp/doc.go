@@ -77,8 +77,9 @@
 //     the referenced Secret. Each referenced Secret has its own watch (a metadata.name field
 //     selector, so that RBAC can grant list and watch by resourceNames: the agent reads no other
 //     Secret); a change of its data asks for a sync, and a new password restarts the session
-//     with it (TestPasswordRotation does the same against bird). Watches of Secrets no longer
-//     referenced stop. A BGPPeer it cannot use (missing Secret or key, values the
+//     with it (TestPasswordRotation does the same against bird; TestSecretWatchWithManifestRBAC
+//     runs the watch as portico-agent with deploy/agent.yaml's RBAC against a real
+//     kube-apiserver). Watches of Secrets no longer referenced stop. A BGPPeer it cannot use (missing Secret or key, values the
 //     speaker rejects, an address another BGPPeer has) is reported in this node's status entry
 //     (session Invalid, or the live state plus a message) and an InvalidBGPPeer Event, and keeps
 //     its last valid configuration, so nothing moves.
