@@ -121,14 +121,19 @@ type L2Announce struct {
 // BGPAnnounce says to which BGP peers a pool's addresses are advertised, and with which
 // attributes. An empty BGPAnnounce ({}) advertises to every BGPPeer that selects the node.
 type BGPAnnounce struct {
-	// Peers names the BGPPeers to advertise to. A peer qualifies when it is named here or
-	// matches PeerSelector; when both are empty every BGPPeer qualifies.
+	// Peers names the BGPPeers to advertise to (as MetalLB's BGPAdvertisement peers). A peer
+	// qualifies when it is named here or matches PeerSelector; when both are empty every BGPPeer
+	// qualifies. Each node advertises the pool's addresses only to those of its own sessions
+	// whose BGPPeer qualifies; its other sessions do not carry them. A name no BGPPeer has, or
+	// a selection that matches no BGPPeer, makes BGPValid False (with an Event) and agents keep
+	// advertising with the pool's last valid settings.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
 	Peers []string `json:"peers,omitempty"`
 
-	// PeerSelector selects the BGPPeers to advertise to by their labels.
+	// PeerSelector selects the BGPPeers to advertise to by their labels (see Peers).
 	// +optional
 	PeerSelector *metav1.LabelSelector `json:"peerSelector,omitempty"`
 

@@ -60,7 +60,9 @@ type BGPPeerSpec struct {
 	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
 
 	// PasswordSecretRef names a Secret whose key holds the TCP MD5 password (RFC 2385). A
-	// missing Secret or key is reported in status and the session is not started.
+	// missing Secret or key is reported in status and the session is not started (or keeps its
+	// last password). Agents watch the Secret (they need get, list and watch on it); changing
+	// the password restarts the sessions with the new one.
 	// +optional
 	PasswordSecretRef *SecretKeyRef `json:"passwordSecretRef,omitempty"`
 

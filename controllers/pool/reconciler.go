@@ -55,6 +55,8 @@ func SetupWithManager(mgr ctrl.Manager) error {
 		// Status-only pool updates (ours) do not bump the generation and are ignored.
 		Watches(&v1alpha1.AddressPool{}, handler.EnqueueRequestsFromMapFunc(r.allPools), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Service{}, r.allPoolsLater(), builder.WithPredicates(loadBalancerStatusChange{})).
+		// A BGPPeer's name and labels decide which pools select it (BGPValid).
+		Watches(&v1alpha1.BGPPeer{}, handler.EnqueueRequestsFromMapFunc(r.allPools), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		// Several managers share a process in tests, as for the Service controller.
 		WithOptions(controller.Options{SkipNameValidation: ptr.To(true)}).
 		Complete(r)
@@ -112,6 +114,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for i := range svcs.Items {
 		held = append(held, ingressIPs(&svcs.Items[i])...)
 	}
+	var bgpPeers v1alpha1.BGPPeerList
+	if err := r.Client.List(ctx, &bgpPeers, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing BGP peers: %w", err)
+	}
+	peers := make(map[string]map[string]string, len(bgpPeers.Items))
+	for _, p := range bgpPeers.Items {
+		peers[p.Name] = p.Labels
+	}
 	pools := baremetal.ResolvePools(list.Items)
 	for i := range list.Items {
 		ap := &list.Items[i]
@@ -124,14 +134,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				parsed = p
 			}
 		}
-		return ctrl.Result{}, r.report(ctx, ap, parsed, held)
+		return ctrl.Result{}, r.report(ctx, ap, parsed, held, peers)
 	}
 	return ctrl.Result{}, nil // deleted
 }
 
-func (r *Reconciler) report(ctx context.Context, ap *v1alpha1.AddressPool, p *baremetal.Pool, held []netip.Addr) error {
+func (r *Reconciler) report(ctx context.Context, ap *v1alpha1.AddressPool, p *baremetal.Pool, held []netip.Addr, peers map[string]map[string]string) error {
 	orig := ap.DeepCopy()
-	st := DesiredStatus(ap, p, held)
+	st := DesiredStatus(ap, p, held, peers)
 	if equality.Semantic.DeepEqual(orig.Status, st) {
 		return nil
 	}
@@ -146,9 +156,10 @@ func (r *Reconciler) report(ctx context.Context, ap *v1alpha1.AddressPool, p *ba
 	return nil
 }
 
-// DesiredStatus computes a pool's status from its parsed form and the addresses Services hold,
-// keeping the transition times of unchanged conditions.
-func DesiredStatus(ap *v1alpha1.AddressPool, p *baremetal.Pool, held []netip.Addr) v1alpha1.AddressPoolStatus {
+// DesiredStatus computes a pool's status from its parsed form, the addresses Services hold and
+// the cluster's BGPPeers (name -> labels), keeping the transition times of unchanged
+// conditions.
+func DesiredStatus(ap *v1alpha1.AddressPool, p *baremetal.Pool, held []netip.Addr, peers map[string]map[string]string) v1alpha1.AddressPoolStatus {
 	st := *ap.Status.DeepCopy()
 	st.ObservedGeneration = ap.Generation
 	usage := baremetal.Usage(p, held)
@@ -178,7 +189,7 @@ func DesiredStatus(ap *v1alpha1.AddressPool, p *baremetal.Pool, held []netip.Add
 	}
 	meta.SetStatusCondition(&st.Conditions, valid)
 	meta.SetStatusCondition(&st.Conditions, conflict)
-	setBGPCondition(&st, ap)
+	setBGPCondition(&st, ap, peers)
 	return st
 }
 
@@ -228,13 +239,15 @@ func (loadBalancerStatusChange) Update(e event.UpdateEvent) bool {
 
 var _ reconcile.Reconciler = (*Reconciler)(nil)
 
-// setBGPCondition sets BGPValid from the pool's BGP settings, or removes it when there are none.
-func setBGPCondition(st *v1alpha1.AddressPoolStatus, ap *v1alpha1.AddressPool) {
+// setBGPCondition sets BGPValid from the pool's BGP settings and the BGPPeers they select, or
+// removes it when there are none.
+func setBGPCondition(st *v1alpha1.AddressPoolStatus, ap *v1alpha1.AddressPool, peers map[string]map[string]string) {
 	settings, problems := baremetal.ParseBGP(ap)
 	if settings == nil {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionBGPValid)
 		return
 	}
+	problems = append(problems, settings.CheckPeers(peers)...)
 	c := metav1.Condition{Type: v1alpha1.ConditionBGPValid, Status: metav1.ConditionTrue, Reason: ReasonValid,
 		Message: "The BGP settings are valid", ObservedGeneration: ap.Generation}
 	if len(problems) > 0 {

@@ -36,7 +36,7 @@ func TestDesiredStatus(t *testing.T) {
 		return nil
 	}
 
-	good := DesiredStatus(&items[0], find("good"), held)
+	good := DesiredStatus(&items[0], find("good"), held, nil)
 	if good.IPv4 == nil || *good.IPv4 != (v1alpha1.FamilyUsage{Assigned: 2, Available: 4}) {
 		t.Errorf("good IPv4 = %+v, want assigned 2 available 4", good.IPv4)
 	}
@@ -50,13 +50,13 @@ func TestDesiredStatus(t *testing.T) {
 		t.Errorf("observedGeneration = %d", good.ObservedGeneration)
 	}
 
-	bad := DesiredStatus(&items[1], find("bad"), held)
+	bad := DesiredStatus(&items[1], find("bad"), held, nil)
 	c := meta.FindStatusCondition(bad.Conditions, v1alpha1.ConditionValid)
 	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "spec.addresses[0]") {
 		t.Errorf("bad Valid condition = %+v", c)
 	}
 
-	young := DesiredStatus(&items[2], find("young"), held)
+	young := DesiredStatus(&items[2], find("young"), held, nil)
 	c = meta.FindStatusCondition(young.Conditions, v1alpha1.ConditionConflict)
 	if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "good") {
 		t.Errorf("young Conflict condition = %+v", c)
@@ -70,20 +70,33 @@ func TestDesiredStatus(t *testing.T) {
 	}
 	withBGP := items[0].DeepCopy()
 	withBGP.Spec.Announce.BGP = &v1alpha1.BGPAnnounce{Communities: []string{"65000:1"}}
-	if st := DesiredStatus(withBGP, find("good"), held); !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionBGPValid) {
+	if st := DesiredStatus(withBGP, find("good"), held, nil); !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionBGPValid) {
 		t.Errorf("valid BGP settings: conditions = %+v", st.Conditions)
 	}
 	withBGP.Spec.Announce.BGP.Communities = []string{"65536:1"}
-	st := DesiredStatus(withBGP, find("good"), held)
+	st := DesiredStatus(withBGP, find("good"), held, nil)
 	c = meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBGPValid)
 	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "spec.announce.bgp.communities[0]") ||
 		!meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionValid) {
 		t.Errorf("bad community: conditions = %+v", st.Conditions)
 	}
 
+	// A peer selection that matches no BGPPeer is reported the same way.
+	peers := map[string]map[string]string{"r1": {"rack": "a"}}
+	withBGP.Spec.Announce.BGP = &v1alpha1.BGPAnnounce{PeerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "a"}}}
+	if st := DesiredStatus(withBGP, find("good"), held, peers); !meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionBGPValid) {
+		t.Errorf("selector matching r1: conditions = %+v", st.Conditions)
+	}
+	withBGP.Spec.Announce.BGP.PeerSelector.MatchLabels["rack"] = "b"
+	st = DesiredStatus(withBGP, find("good"), held, peers)
+	c = meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBGPValid)
+	if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "selects no BGPPeer") {
+		t.Errorf("selector matching nothing: conditions = %+v", st.Conditions)
+	}
+
 	// Recomputing an unchanged status changes nothing (status is written only on change).
 	items[0].Status = good
-	if again := DesiredStatus(&items[0], find("good"), held); !equalStatus(again, good) {
+	if again := DesiredStatus(&items[0], find("good"), held, nil); !equalStatus(again, good) {
 		t.Errorf("recomputed status differs:\n%+v\n%+v", again, good)
 	}
 }

@@ -44,6 +44,38 @@ func (b *BGPSettings) PeerSelected(name string, lbls map[string]string) bool {
 	return b.PeerSelector != nil && b.PeerSelector.Matches(labels.Set(lbls))
 }
 
+// CheckPeers reports a peer selection that cannot be what the user meant, given every
+// BGPPeer of the cluster (name -> labels): a name in Peers that no BGPPeer has, and a selection
+// (Peers or PeerSelector) that matches no BGPPeer at all. The controller reports the problems
+// in the pool's BGPValid condition and agents treat them as invalid settings: they keep
+// advertising with the last valid ones, so a typo withdraws nothing. An empty selection (every
+// BGPPeer) is never a problem, even with no BGPPeer yet.
+func (b *BGPSettings) CheckPeers(peers map[string]map[string]string) field.ErrorList {
+	if len(b.Peers) == 0 && b.PeerSelector == nil {
+		return nil
+	}
+	path := field.NewPath("spec", "announce", "bgp")
+	var errs field.ErrorList
+	for i, name := range b.Peers {
+		if _, ok := peers[name]; !ok {
+			errs = append(errs, field.NotFound(path.Child("peers").Index(i), name))
+		}
+	}
+	for name, lbls := range peers {
+		if b.PeerSelected(name, lbls) {
+			return errs
+		}
+	}
+	var sel []string
+	if len(b.Peers) > 0 {
+		sel = append(sel, "peers ["+strings.Join(b.Peers, ", ")+"]")
+	}
+	if b.PeerSelector != nil {
+		sel = append(sel, "peerSelector {"+b.PeerSelector.String()+"}")
+	}
+	return append(errs, field.Invalid(path, strings.Join(sel, " and "), "selects no BGPPeer: the pool would be advertised to no router"))
+}
+
 // ParseBGP parses a pool's BGP settings; nil settings when the pool has none. Every problem is
 // returned with its path under spec.announce.bgp.
 func ParseBGP(ap *v1alpha1.AddressPool) (*BGPSettings, field.ErrorList) {

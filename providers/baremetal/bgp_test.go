@@ -64,3 +64,51 @@ func TestParseBGP(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckPeers(t *testing.T) {
+	peers := map[string]map[string]string{"r1": {"rack": "a"}, "r2": {"rack": "b"}}
+	for _, tc := range []struct {
+		name string
+		in   v1alpha1.BGPAnnounce
+		want []string // substrings of the errors, in order; none: no problem
+	}{
+		{name: "every peer", in: v1alpha1.BGPAnnounce{}},
+		{name: "named", in: v1alpha1.BGPAnnounce{Peers: []string{"r1"}}},
+		{name: "selected", in: v1alpha1.BGPAnnounce{PeerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "b"}}}},
+		{name: "one name unknown", in: v1alpha1.BGPAnnounce{Peers: []string{"r1", "r9"}},
+			want: []string{`spec.announce.bgp.peers[1]: Not found: "r9"`}},
+		{name: "unknown name, selector matches", in: v1alpha1.BGPAnnounce{Peers: []string{"r9"},
+			PeerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "a"}}},
+			want: []string{`peers[0]: Not found: "r9"`}},
+		{name: "nothing selected", in: v1alpha1.BGPAnnounce{Peers: []string{"r9"},
+			PeerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "z"}}},
+			want: []string{`peers[0]: Not found`, `peers [r9] and peerSelector {rack=z}`, "selects no BGPPeer"}},
+		{name: "selector matches nothing", in: v1alpha1.BGPAnnounce{PeerSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"rack": "z"}}},
+			want: []string{`spec.announce.bgp: Invalid value: "peerSelector {rack=z}": selects no BGPPeer`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, errs := ParseBGP(&v1alpha1.AddressPool{Spec: v1alpha1.AddressPoolSpec{Announce: v1alpha1.Announce{BGP: &tc.in}}})
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			got := b.CheckPeers(peers).ToAggregate()
+			if len(tc.want) == 0 {
+				if got != nil {
+					t.Fatalf("unexpected problems: %v", got)
+				}
+				return
+			}
+			if got == nil {
+				t.Fatalf("no problem, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got.Error(), w) {
+					t.Errorf("problems %q lack %q", got, w)
+				}
+			}
+		})
+	}
+	if errs := (&BGPSettings{}).CheckPeers(nil); errs != nil {
+		t.Errorf("every peer, no BGPPeer at all: %v; want no problem", errs)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
@@ -47,7 +48,7 @@ type ConsumerOptions struct {
 	Node string
 	// Dynamic watches BGPPeers and writes their status.
 	Dynamic dynamic.Interface
-	// Secrets reads the peers' password Secrets.
+	// Secrets watches the peers' password Secrets (each by name, see secrets.go).
 	Secrets kubernetes.Interface
 	// Recorder, when not nil, gets an Event on a BGPPeer this node cannot use.
 	Recorder events.EventRecorder
@@ -57,7 +58,20 @@ type ConsumerOptions struct {
 	Resync func()
 	// StatusInterval is how often session states are checked and written to BGPPeer status.
 	StatusInterval time.Duration
+	// NewSpeaker starts the node's speaker at the first sync with a peer; nil means New.
+	NewSpeaker func(context.Context, Options) (Sessions, error)
 }
+
+// Sessions is what the Consumer needs of a Speaker: the full desired peers and
+// advertisements, their status, and a graceful stop.
+type Sessions interface {
+	SetPeers(ctx context.Context, peers []Peer) error
+	SetAdvertisements(ctx context.Context, advs []Advertisement) error
+	Status(ctx context.Context) (Status, error)
+	Stop(ctx context.Context) error
+}
+
+var _ Sessions = (*Speaker)(nil)
 
 // Consumer is the agent's BGP announcer: on every sync it computes this node's peers (the
 // BGPPeers whose node selector matches it) and advertisements (the VIPs of AddressPools with
@@ -69,8 +83,10 @@ type Consumer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	secrets *secretCache
+
 	mu        sync.Mutex
-	speaker   *Speaker
+	speaker   Sessions
 	names     map[netip.Addr]string // peer address -> BGPPeer name
 	lastPeer  map[string]Peer       // last valid configuration of each BGPPeer
 	invalid   map[string]string     // BGPPeer name -> why it cannot be used
@@ -83,6 +99,9 @@ type Consumer struct {
 func NewConsumer(ctx context.Context, opts ConsumerOptions) (*Consumer, error) {
 	if opts.StatusInterval == 0 {
 		opts.StatusInterval = time.Second
+	}
+	if opts.NewSpeaker == nil {
+		opts.NewSpeaker = func(ctx context.Context, o Options) (Sessions, error) { return New(ctx, o) }
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	f := dynamicinformer.NewDynamicSharedInformerFactory(opts.Dynamic, 10*time.Minute)
@@ -109,7 +128,7 @@ func NewConsumer(ctx context.Context, opts ConsumerOptions) (*Consumer, error) {
 		cancel()
 		return nil, fmt.Errorf("waiting for BGPPeers: %w", ctx.Err())
 	}
-	c := &Consumer{opts: opts, peers: inf, cancel: cancel, done: make(chan struct{}),
+	c := &Consumer{opts: opts, peers: inf, cancel: cancel, done: make(chan struct{}), secrets: newSecretCache(ctx, opts.Secrets, opts.Resync),
 		names: map[netip.Addr]string{}, lastPeer: map[string]Peer{}, invalid: map[string]string{},
 		lastPool: map[string]*baremetal.BGPSettings{}, written: map[string]v1alpha1.BGPPeerNodeStatus{}, eventSent: map[string]string{}}
 	go c.reportLoop(ctx)
@@ -126,7 +145,7 @@ func (c *Consumer) Sync(ctx context.Context, st *tracker.State) error {
 	if st.Node == nil {
 		return nil
 	}
-	objs, selected := c.selectedPeers(st.Node)
+	objs, all := c.selectedPeers(st.Node)
 	peers := c.resolvePeers(ctx, objs)
 	if c.speaker == nil {
 		if len(peers) == 0 {
@@ -136,7 +155,7 @@ func (c *Consumer) Sync(ctx context.Context, st *tracker.State) error {
 		if !id.IsValid() {
 			return errors.New("this node has no IPv4 address to use as BGP router ID")
 		}
-		sp, err := New(ctx, Options{RouterID: id, Logger: c.opts.Log, Registerer: c.opts.Registerer})
+		sp, err := c.opts.NewSpeaker(ctx, Options{RouterID: id, Logger: c.opts.Log, Registerer: c.opts.Registerer})
 		if err != nil {
 			return err
 		}
@@ -145,7 +164,7 @@ func (c *Consumer) Sync(ctx context.Context, st *tracker.State) error {
 	var advs []Advertisement
 	if st.NodeEligible() {
 		var err error
-		if advs, err = c.advertisements(st, selected); err != nil {
+		if advs, err = c.advertisements(st, objs, all); err != nil {
 			return err
 		}
 	}
@@ -153,7 +172,8 @@ func (c *Consumer) Sync(ctx context.Context, st *tracker.State) error {
 	return errors.Join(c.speaker.SetAdvertisements(ctx, advs), c.speaker.SetPeers(ctx, peers))
 }
 
-// selectedPeers returns the BGPPeers whose node selector matches node, by name.
+// selectedPeers returns the BGPPeers whose node selector matches node, by name, and every
+// BGPPeer's labels by name.
 func (c *Consumer) selectedPeers(node *corev1.Node) (map[string]*v1alpha1.BGPPeer, map[string]map[string]string) {
 	objs := map[string]*v1alpha1.BGPPeer{}
 	lbls := map[string]map[string]string{}
@@ -162,6 +182,7 @@ func (c *Consumer) selectedPeers(node *corev1.Node) (map[string]*v1alpha1.BGPPee
 		if !ok {
 			continue
 		}
+		lbls[u.GetName()] = u.GetLabels()
 		var p v1alpha1.BGPPeer
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p); err != nil {
 			c.invalid[u.GetName()] = fmt.Sprintf("decoding: %v", err)
@@ -178,7 +199,6 @@ func (c *Consumer) selectedPeers(node *corev1.Node) (map[string]*v1alpha1.BGPPee
 			}
 		}
 		objs[p.Name] = &p
-		lbls[p.Name] = p.Labels
 	}
 	return objs, lbls
 }
@@ -221,6 +241,13 @@ func (c *Consumer) resolvePeers(ctx context.Context, objs map[string]*v1alpha1.B
 			delete(c.lastPeer, name)
 		}
 	}
+	referenced := map[types.NamespacedName]bool{}
+	for _, bp := range objs {
+		if ref := bp.Spec.PasswordSecretRef; ref != nil {
+			referenced[types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}] = true
+		}
+	}
+	c.secrets.retain(referenced)
 	return out
 }
 
@@ -255,9 +282,9 @@ func (c *Consumer) toPeer(ctx context.Context, bp *v1alpha1.BGPPeer) (Peer, erro
 		if key == "" {
 			key = "password"
 		}
-		sec, err := c.opts.Secrets.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		sec, err := c.secrets.get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name})
 		if err != nil {
-			return Peer{}, fmt.Errorf("spec.passwordSecretRef: reading Secret %s/%s: %w", ref.Namespace, ref.Name, err)
+			return Peer{}, fmt.Errorf("spec.passwordSecretRef: %w", err)
 		}
 		pw, ok := sec.Data[key]
 		if !ok || len(pw) == 0 {
@@ -282,10 +309,12 @@ func (c *Consumer) event(bp *v1alpha1.BGPPeer, msg string) {
 		"node %s cannot peer: %s", c.opts.Node, msg)
 }
 
-// advertisements are the prefixes this node advertises: the VIPs of pools with BGP settings
-// whose node selector matches this node and that select at least one of its peers; with
-// externalTrafficPolicy: Local only while this node has a ready endpoint.
-func (c *Consumer) advertisements(st *tracker.State, peerLabels map[string]map[string]string) ([]Advertisement, error) {
+// advertisements are the prefixes this node advertises, each to the node's peers its pool
+// selects (objs: this node's BGPPeers by name; all: every BGPPeer's labels by name): the VIPs
+// of pools with BGP settings whose node selector matches this node and that select at least
+// one of its peers of the VIP's family; with externalTrafficPolicy: Local only while this node
+// has a ready endpoint.
+func (c *Consumer) advertisements(st *tracker.State, objs map[string]*v1alpha1.BGPPeer, all map[string]map[string]string) ([]Advertisement, error) {
 	targets, err := announce.Targets(st)
 	if err != nil {
 		return nil, err
@@ -296,7 +325,7 @@ func (c *Consumer) advertisements(st *tracker.State, peerLabels map[string]map[s
 		if t.Pool == nil || t.Pool.Spec.Announce.BGP == nil {
 			continue
 		}
-		settings := c.poolSettings(t.Pool)
+		settings := c.poolSettings(t.Pool, all)
 		seenPools[t.Pool.Name] = true
 		if settings == nil {
 			continue
@@ -307,7 +336,13 @@ func (c *Consumer) advertisements(st *tracker.State, peerLabels map[string]map[s
 		if t.LocalOnly && !t.WithEndpoints[st.NodeName] {
 			continue
 		}
-		if !slices.ContainsFunc(slices.Collect(maps.Keys(peerLabels)), func(n string) bool { return settings.PeerSelected(n, peerLabels[n]) }) {
+		var peers []netip.Addr
+		for addr, name := range c.names {
+			if bp := objs[name]; bp != nil && addr.Is4() == t.VIP.Is4() && settings.PeerSelected(name, bp.Labels) {
+				peers = append(peers, addr)
+			}
+		}
+		if len(peers) == 0 {
 			continue
 		}
 		bits := settings.AggregationLength
@@ -315,10 +350,20 @@ func (c *Consumer) advertisements(st *tracker.State, peerLabels map[string]map[s
 			bits = settings.AggregationLengthV6
 		}
 		prefix := netip.PrefixFrom(t.VIP, bits).Masked()
-		if _, ok := byPrefix[prefix]; ok {
+		if adv, ok := byPrefix[prefix]; ok {
+			// An aggregate that covers VIPs of several pools keeps the first pool's attributes
+			// and goes to the peers of all of them.
+			for _, p := range peers {
+				if !slices.Contains(adv.Peers, p) {
+					adv.Peers = append(adv.Peers, p)
+				}
+			}
+			slices.SortFunc(adv.Peers, netip.Addr.Compare)
+			byPrefix[prefix] = adv
 			continue
 		}
-		adv := Advertisement{Prefix: prefix, Communities: settings.Communities, LocalPref: settings.LocalPref}
+		slices.SortFunc(peers, netip.Addr.Compare)
+		adv := Advertisement{Prefix: prefix, Communities: settings.Communities, LocalPref: settings.LocalPref, Peers: peers}
 		for _, lc := range settings.LargeCommunities {
 			adv.LargeCommunities = append(adv.LargeCommunities, LargeCommunity{lc[0], lc[1], lc[2]})
 		}
@@ -329,13 +374,17 @@ func (c *Consumer) advertisements(st *tracker.State, peerLabels map[string]map[s
 			delete(c.lastPool, name)
 		}
 	}
-	return slices.Collect(maps.Values(byPrefix)), nil
+	return slices.SortedFunc(maps.Values(byPrefix), func(a, b Advertisement) int { return a.Prefix.Compare(b.Prefix) }), nil
 }
 
-// poolSettings parses a pool's BGP settings; invalid ones (reported by the controller in the
-// pool's BGPValid condition) give way to the last valid ones, so nothing moves.
-func (c *Consumer) poolSettings(ap *v1alpha1.AddressPool) *baremetal.BGPSettings {
+// poolSettings parses a pool's BGP settings and checks its peer selection against every
+// BGPPeer (all, by name); invalid ones (reported by the controller in the pool's BGPValid
+// condition, by the same rules) give way to the last valid ones, so nothing moves.
+func (c *Consumer) poolSettings(ap *v1alpha1.AddressPool, all map[string]map[string]string) *baremetal.BGPSettings {
 	s, errs := baremetal.ParseBGP(ap)
+	if len(errs) == 0 && s != nil {
+		errs = s.CheckPeers(all)
+	}
 	if len(errs) > 0 {
 		return c.lastPool[ap.Name]
 	}
@@ -358,6 +407,7 @@ func routerID(n *corev1.Node) netip.Addr {
 func (c *Consumer) Stop(ctx context.Context) error {
 	c.cancel()
 	<-c.done
+	c.secrets.stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.speaker == nil {

@@ -12,8 +12,10 @@
 //     by address; a new one is added, a missing one removed (its session ends with a Cease
 //     NOTIFICATION), a changed one restarted.
 //   - SetAdvertisements([]Advertisement): the prefixes to announce (a VIP's /32 or /128) with
-//     standard and large communities and local preference. Only the difference to the last call
-//     reaches GoBGP: withdrawn prefixes are deleted, new or changed ones added.
+//     standard and large communities and local preference, each to the peers it lists (empty:
+//     every peer of its family). Only the difference to the last call reaches GoBGP: withdrawn
+//     prefixes are deleted, new or changed ones added, and a prefix whose peers changed is sent
+//     to the peers that gained it and withdrawn from those that lost it.
 //
 // Invalid input (bad ASN, hold time under 3 s, BFD with multihop, duplicate addresses or
 // prefixes, host bits set) is rejected as a whole with every problem listed, and nothing moves.
@@ -22,14 +24,25 @@
 // # Peering model
 //
 // One session per address family: an IPv4 peer address carries IPv4 unicast only, an IPv6 peer
-// address IPv6 unicast only (MP-BGP, AFI 2). Each prefix goes to every established peer of its
-// family. We chose this over multiprotocol on one session because the next hop then needs no
+// address IPv6 unicast only (MP-BGP, AFI 2). Each prefix goes to the established peers of its
+// family that it selects. We chose this over multiprotocol on one session because the next hop then needs no
 // configuration: every path is added with the unspecified next hop (0.0.0.0 or ::), which GoBGP
 // replaces per session with the session's local address, so each router learns this node's
 // address on the router's own segment, of the right family. A dual-stack router is two Peers.
 //
 // The speaker learns nothing: its global import policy accepts only local paths, so no route of
-// one peer is ever passed on to another. By default it does not listen (it only dials out), so
+// one peer is ever passed on to another.
+//
+// # Per-peer export (export.go)
+//
+// GoBGP keeps per-neighbour policies for route-server clients only, which would send our paths
+// without our AS and with the next hop unchanged. So the speaker uses the global export policy,
+// which GoBGP evaluates per destination peer: default reject, and per peer one statement that
+// accepts paths to that neighbour (a one-address neighbour set) whose prefix is in that peer's
+// prefix set. Prefix sets are edited in place before new paths are added, so a new prefix goes
+// out to exactly its peers at once; when an announced prefix's peers change, a soft reset out
+// of each affected peer sends what it newly may have and withdraws what it may no longer have.
+// The sessions are not reset. TestPerPeerExport checks it against bird with two sessions. By default it does not listen (it only dials out), so
 // it can share a node with another BGP daemon on port 179; Options.ListenPort turns listening
 // on. GoBGP's BFD endpoint always binds UDP 3784 in the agent's namespace, so a node cannot run
 // another BFD daemon beside it. GoBGP's BFD is single-hop only, without authentication or echo.
@@ -60,15 +73,23 @@
 // The Consumer watches BGPPeers (its own informer; AddressPools, Services, EndpointSlices and
 // Nodes come from the agent's tracker) and on every sync hands the speaker the full state:
 //
-//   - SetPeers: the BGPPeers whose nodeSelector matches this node, with the MD5 password read
-//     from the referenced Secret. A BGPPeer it cannot use (missing Secret or key, values the
+//   - SetPeers: the BGPPeers whose nodeSelector matches this node, with the MD5 password from
+//     the referenced Secret. Each referenced Secret has its own watch (a metadata.name field
+//     selector, so that RBAC can grant list and watch by resourceNames: the agent reads no other
+//     Secret); a change of its data asks for a sync, and a new password restarts the session
+//     with it (TestPasswordRotation does the same against bird; TestSecretWatchWithManifestRBAC
+//     runs the watch as portico-agent with deploy/agent.yaml's RBAC against a real
+//     kube-apiserver). Watches of Secrets no longer referenced stop. A BGPPeer it cannot use (missing Secret or key, values the
 //     speaker rejects, an address another BGPPeer has) is reported in this node's status entry
 //     (session Invalid, or the live state plus a message) and an InvalidBGPPeer Event, and keeps
 //     its last valid configuration, so nothing moves.
 //   - SetAdvertisements: for each VIP of a pool with spec.announce.bgp (announce.Targets, shared
 //     with the L2 announcer) whose nodeSelector matches this node and which selects at least one
-//     of this node's peers, the VIP's prefix at the pool's aggregation length with its
-//     communities and local preference. externalTrafficPolicy: Local: only while this node has
+//     of this node's peers of the VIP's family, the VIP's prefix at the pool's aggregation
+//     length with its communities and local preference, sent only to those peers (the pool's
+//     peers and peerSelector, baremetal.BGPSettings.PeerSelected). A selection that names a
+//     BGPPeer that does not exist or matches none (BGPSettings.CheckPeers, the rule the
+//     controller reports in BGPValid) counts as invalid. externalTrafficPolicy: Local: only while this node has
 //     a ready local endpoint. Cluster: every selected node (the router spreads flows by ECMP).
 //     An excluded node (servicemodel.NodeEligible: the exclude label, deletion, the
 //     ToBeDeletedByClusterAutoscaler taint) advertises nothing. A pool whose BGP settings are
@@ -79,9 +100,7 @@
 // server-side apply (field manager portico-agent/<node>) when it changed. On agent shutdown
 // the agent calls Stop, bounded by 5 s.
 //
-// Known limit: each prefix goes to every peer of its family on this node; a pool that selects
-// only some of the node's peers is still advertised to all of them (GoBGP per-peer export
-// policies would fix this).
+// ConsumerOptions.NewSpeaker is the seam the consumer's unit tests fill with a fake.
 //
 // # Measured (lab: bird 2.0.12 in a router namespace, one speaker process per node namespace)
 //

@@ -79,6 +79,7 @@ func requireRouterLab(t testing.TB) {
 type neighbor struct {
 	Name     string // bird protocol name
 	Addr     netip.Addr
+	Local    netip.Addr // the router's address for this session; zero: any
 	Password string
 	BFD      bool
 }
@@ -176,6 +177,7 @@ func (rl *routerLab) exec(h *netlab.Host, name string, args ...string) {
 // exports nothing. Timers are short so sessions come back quickly between trials.
 var birdConfig = template.Must(template.New("bird").Parse(`
 log stderr all;
+{{if .Debug}}debug protocols all;{{end}}
 router id {{.RouterID}};
 protocol device { scan time 10; }
 protocol kernel kernel4 { ipv4 { export all; }; merge paths on; }
@@ -193,6 +195,9 @@ template bgp nodes {
 {{range .Neighbors}}
 protocol bgp {{.Name}} from nodes {
 	neighbor {{.Addr}} as {{$.NodeASN}};
+	{{- if .Local.IsValid}}
+	local {{.Local}} as {{$.RouterASN}};
+	{{- end}}
 	{{- if .Password}}
 	password "{{.Password}}";
 	{{- end}}
@@ -208,11 +213,32 @@ const holdTime = 9 * time.Second
 // startBird writes the config for neighbors and runs bird in the router namespace.
 func (rl *routerLab) startBird(neighbors []neighbor) {
 	rl.t.Helper()
+	path := rl.writeBirdConfig(neighbors)
+	rl.router.Run(rl.t, "bird", "-f", "-c", path, "-s", rl.sock)
+	waitFor(rl.t, 10*time.Second, "bird to answer", func() error {
+		_, err := rl.birdc("show", "status")
+		return err
+	})
+}
+
+// reconfigureBird rewrites the config for neighbors and has the running bird load it (bird
+// restarts the sessions whose configuration changed).
+func (rl *routerLab) reconfigureBird(neighbors []neighbor) {
+	rl.t.Helper()
+	rl.writeBirdConfig(neighbors)
+	if out, err := rl.birdc("configure"); err != nil || !strings.Contains(out, "Reconfigur") {
+		rl.t.Fatalf("birdc configure: %v:\n%s", err, out)
+	}
+}
+
+// writeBirdConfig renders the config for neighbors and returns its path.
+func (rl *routerLab) writeBirdConfig(neighbors []neighbor) string {
+	rl.t.Helper()
 	var conf bytes.Buffer
 	err := birdConfig.Execute(&conf, map[string]any{
 		"RouterID": rl.router.Addr, "RouterASN": routerASN, "NodeASN": nodeASN,
 		"HoldTime": int(holdTime / time.Second), "Keepalive": int(holdTime / time.Second / 3),
-		"Neighbors": neighbors,
+		"Neighbors": neighbors, "Debug": os.Getenv("PORTICO_BIRD_DEBUG") != "",
 	})
 	if err != nil {
 		rl.t.Fatal(err)
@@ -221,11 +247,7 @@ func (rl *routerLab) startBird(neighbors []neighbor) {
 	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
 		rl.t.Fatal(err)
 	}
-	rl.router.Run(rl.t, "bird", "-f", "-c", path, "-s", rl.sock)
-	waitFor(rl.t, 10*time.Second, "bird to answer", func() error {
-		_, err := rl.birdc("show", "status")
-		return err
-	})
+	return path
 }
 
 // birdc runs a birdc command against the lab's bird.

@@ -46,11 +46,12 @@ type Speaker struct {
 	srv         *server.BgpServer
 	withdrawals prometheus.Counter
 
-	mu      sync.Mutex // serialises SetPeers, SetAdvertisements and Stop
-	peers   map[netip.Addr]Peer
-	advs    map[netip.Prefix]Advertisement
-	paths   map[netip.Prefix]*apiutil.Path
-	stopped bool
+	mu       sync.Mutex // serialises SetPeers, SetAdvertisements and Stop
+	peers    map[netip.Addr]Peer
+	advs     map[netip.Prefix]Advertisement
+	paths    map[netip.Prefix]*apiutil.Path
+	exported map[netip.Addr]map[netip.Prefix]bool // each peer's export prefix set (export.go)
+	stopped  bool
 }
 
 // New starts a speaker with no peers and no advertisements. Its BFD endpoint listens on UDP
@@ -70,9 +71,10 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 			Name: metricsPrefix + "withdrawals_total",
 			Help: "Prefixes withdrawn: dropped from the desired advertisements, or withdrawn by a graceful stop.",
 		}),
-		peers: map[netip.Addr]Peer{},
-		advs:  map[netip.Prefix]Advertisement{},
-		paths: map[netip.Prefix]*apiutil.Path{},
+		peers:    map[netip.Addr]Peer{},
+		advs:     map[netip.Prefix]Advertisement{},
+		paths:    map[netip.Prefix]*apiutil.Path{},
+		exported: map[netip.Addr]map[netip.Prefix]bool{},
 	}
 	level := &slog.LevelVar{}
 	level.Set(slog.LevelInfo)
@@ -96,6 +98,10 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 		s.srv.Stop()
 		return nil, fmt.Errorf("setting the import policy: %w", err)
 	}
+	if err := s.setExportDefault(ctx); err != nil {
+		s.srv.Stop()
+		return nil, fmt.Errorf("setting the export policy: %w", err)
+	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(s.Collector()); err != nil {
 			s.srv.Stop()
@@ -105,7 +111,7 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 	return s, nil
 }
 
-// importPolicy is the name of the speaker's only policy.
+// importPolicy is the name of the speaker's import policy.
 const importPolicy = "portico-local-only"
 
 // setImportPolicy makes the speaker learn nothing: the global import policy (which GoBGP
@@ -159,10 +165,22 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 		}
 		delete(s.peers, addr)
 		s.log.Info("BGP peer removed", "peer", addr)
+		if _, ok := want[addr]; !ok {
+			if err := s.removeExport(ctx, addr); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	for _, addr := range slices.SortedFunc(maps.Keys(want), netip.Addr.Compare) {
 		if _, ok := s.peers[addr]; ok {
 			continue
+		}
+		if _, ok := s.exported[addr]; !ok {
+			// Before the peer exists, so that its first UPDATEs carry exactly its prefixes.
+			if err := s.addExport(ctx, addr, exportFor(addr, s.advs)); err != nil {
+				errs = append(errs, fmt.Errorf("peer %s: %w", addr, err))
+				continue
+			}
 		}
 		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(want[addr])}); err != nil {
 			errs = append(errs, fmt.Errorf("adding peer %s: %w", addr, err))
@@ -176,7 +194,9 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 
 // SetAdvertisements makes the announced prefixes exactly advs: prefixes no longer listed are
 // withdrawn, new or changed ones announced (a change is an implicit withdraw and re-announce at
-// the peers). Each prefix goes to every established peer of its family. Invalid input changes
+// the peers). Each prefix goes to the established peers of its family that it selects (all of
+// them when its Peers is empty); a prefix whose peers changed is sent to the peers that gained
+// it and withdrawn from those that lost it, without a session reset. Invalid input changes
 // nothing and returns every problem.
 func (s *Speaker) SetAdvertisements(ctx context.Context, advs []Advertisement) error {
 	if err := validateAdvertisements(advs); err != nil {
@@ -205,9 +225,23 @@ func (s *Speaker) SetAdvertisements(ctx context.Context, advs []Advertisement) e
 		s.withdrawals.Inc()
 		s.log.V(1).Info("BGP prefix withdrawn", "prefix", prefix)
 	}
+	// Each peer's export set before the new paths go out. A prefix announced before and after
+	// whose peers changed needs the peer re-evaluated (resetOut, after the paths are in).
+	var reset []netip.Addr
+	for _, addr := range slices.SortedFunc(maps.Keys(s.exported), netip.Addr.Compare) {
+		added, removed, err := s.updateExport(ctx, addr, exportFor(addr, want))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		announced := func(p netip.Prefix) bool { _, ok := s.advs[p]; return ok }
+		if slices.ContainsFunc(added, announced) || slices.ContainsFunc(removed, announced) {
+			reset = append(reset, addr)
+		}
+	}
 	for _, prefix := range slices.SortedFunc(maps.Keys(want), netip.Prefix.Compare) {
 		a := want[prefix]
 		if old, ok := s.advs[prefix]; ok && old.equal(a) {
+			s.advs[prefix] = a // the same path, perhaps to other peers
 			continue
 		}
 		path, err := apiPath(a)
@@ -223,6 +257,14 @@ func (s *Speaker) SetAdvertisements(ctx context.Context, advs []Advertisement) e
 		s.advs[prefix] = a
 		s.paths[prefix] = path
 		s.log.V(1).Info("BGP prefix announced", "prefix", prefix)
+	}
+	for _, addr := range reset {
+		if _, ok := s.peers[addr]; !ok {
+			continue
+		}
+		if err := s.resetOut(ctx, addr); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -61,7 +61,8 @@ type LargeCommunity struct{ ASN, Data1, Data2 uint32 }
 
 func (c LargeCommunity) String() string { return fmt.Sprintf("%d:%d:%d", c.ASN, c.Data1, c.Data2) }
 
-// Advertisement is one prefix this node announces to every peer of the prefix's family.
+// Advertisement is one prefix this node announces to the peers of the prefix's family: every
+// one of them, or only those listed in Peers.
 type Advertisement struct {
 	// Prefix is the announced prefix, normally a VIP's /32 or /128 (an aggregate is allowed).
 	// The next hop is this node's address on each peer's session.
@@ -73,6 +74,10 @@ type Advertisement struct {
 	// LocalPref, when not zero, is sent as LOCAL_PREF. It means something to iBGP peers only;
 	// eBGP routers ignore it (RFC 4271 5.1.5).
 	LocalPref uint32
+	// Peers, when not empty, are the only peers (by address, of the prefix's family) the prefix
+	// is advertised to; empty means every peer of its family. A listed address that is not (yet)
+	// a peer is allowed: the prefix goes to it once SetPeers adds it.
+	Peers []netip.Addr
 }
 
 // ParseCommunity parses a standard community written "ASN:VALUE" (each 0-65535) into its
@@ -228,10 +233,23 @@ func (a Advertisement) validate() error {
 	case a.Prefix != a.Prefix.Masked():
 		return fmt.Errorf("prefix %s: host bits set (did you mean %s?)", a.Prefix, a.Prefix.Masked())
 	}
+	for _, p := range a.Peers {
+		if !p.IsValid() || p.Zone() != "" || p.Is4In6() || p.Is4() != a.Prefix.Addr().Is4() {
+			return fmt.Errorf("peers: %v is not a plain address of the family of %s", p, a.Prefix)
+		}
+	}
 	return nil
 }
 
-// equal reports whether two advertisements announce the same path.
+// sendsTo reports whether a goes to the peer at addr (which must be a peer's address).
+func (a Advertisement) sendsTo(addr netip.Addr) bool {
+	if addr.Is4() != a.Prefix.Addr().Is4() {
+		return false
+	}
+	return len(a.Peers) == 0 || slices.Contains(a.Peers, addr)
+}
+
+// equal reports whether two advertisements announce the same path (to whichever peers).
 func (a Advertisement) equal(b Advertisement) bool {
 	return a.Prefix == b.Prefix && a.LocalPref == b.LocalPref &&
 		slices.Equal(a.Communities, b.Communities) && slices.Equal(a.LargeCommunities, b.LargeCommunities)

@@ -64,11 +64,29 @@ func TestValidateAdvertisements(t *testing.T) {
 		{[]Advertisement{{}}, "prefix: missing"},
 		{[]Advertisement{{Prefix: netip.MustParsePrefix("198.18.200.10/24")}}, "host bits set"},
 		{[]Advertisement{good[0], good[0]}, "given twice"},
+		{[]Advertisement{{Prefix: good[0].Prefix, Peers: []netip.Addr{netip.MustParseAddr("fd00:c613::1")}}}, "not a plain address of the family"},
+		{[]Advertisement{{Prefix: good[0].Prefix, Peers: []netip.Addr{{}}}}, "not a plain address of the family"},
 	} {
 		err := validateAdvertisements(c.advs)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want %q", c.advs, err, c.want)
 		}
+	}
+}
+
+func TestSendsTo(t *testing.T) {
+	v4, v4b, v6 := netip.MustParseAddr("198.19.0.1"), netip.MustParseAddr("198.19.0.2"), netip.MustParseAddr("fd00:c613::1")
+	all := Advertisement{Prefix: netip.MustParsePrefix("198.18.200.10/32")}
+	one := Advertisement{Prefix: all.Prefix, Peers: []netip.Addr{v4b}}
+	if !all.sendsTo(v4) || !all.sendsTo(v4b) || all.sendsTo(v6) {
+		t.Error("an advertisement without Peers goes to every peer of its family, and only those")
+	}
+	if one.sendsTo(v4) || !one.sendsTo(v4b) {
+		t.Error("an advertisement with Peers goes to those only")
+	}
+	got := exportFor(v4b, map[netip.Prefix]Advertisement{all.Prefix: one, netip.MustParsePrefix("fd00:c613:ff80::10/128"): {Prefix: netip.MustParsePrefix("fd00:c613:ff80::10/128")}})
+	if len(got) != 1 || !got[all.Prefix] {
+		t.Errorf("exportFor: %v", got)
 	}
 }
 
