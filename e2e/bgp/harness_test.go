@@ -193,16 +193,20 @@ func startAgent(n *netlab.Node) error {
 
 var backendsOnce sync.Once
 
-// backends runs an echo pod on every node.
+// backends adds a pod labelled app=web to every node (once; the pods and their API objects
+// stay) and runs an echo server in each for tb (StartEchoServer stops it when tb ends). Call
+// it once per test.
 func backends(tb testing.TB) {
 	backendsOnce.Do(func() {
 		for _, n := range shared.Lab.Nodes() {
 			p := n.AddPod(tb, "web-"+n.Name)
-			p.StartEchoServer(tb, "tcp", echoPort)
 			createPod(tb, n.Name, p)
 			shared.pods[n.Name] = p
 		}
 	})
+	for _, n := range shared.Lab.Nodes() {
+		shared.pods[n.Name].StartEchoServer(tb, "tcp", echoPort)
+	}
 }
 
 // createService creates a dual-stack LoadBalancer Service asking for ips and waits for them.

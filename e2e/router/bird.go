@@ -82,6 +82,9 @@ func (c Config) withDefaults(h *netlab.Host) Config {
 
 func (c Config) validate() error {
 	var errs []error
+	if c.ASN == 0 {
+		errs = append(errs, errors.New("the router's ASN is missing"))
+	}
 	if c.HoldTime%time.Second != 0 || c.Keepalive%time.Second != 0 || c.HoldTime < 3*time.Second || c.Keepalive < time.Second {
 		errs = append(errs, fmt.Errorf("hold time %s / keepalive %s: want whole seconds, hold at least 3 s", c.HoldTime, c.Keepalive))
 	}
