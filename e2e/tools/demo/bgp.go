@@ -15,6 +15,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/netlab"
@@ -97,7 +99,39 @@ func (d *demo) routed(vip netip.Addr) error {
 	if err := d.showRoute(vip, hops); err != nil {
 		return err
 	}
+	if err := d.peerStatus(); err != nil {
+		return err
+	}
 	return d.sendRouted(vip)
+}
+
+// peerStatus waits until every node's agent reports its session to the router up with the
+// VIP advertised (they write status every second) and prints the BGPPeer's status.
+func (d *demo) peerStatus() error {
+	dyn, err := dynamic.NewForConfig(d.c.Config())
+	if err != nil {
+		return err
+	}
+	var p v1alpha1.BGPPeer
+	if err := waitFor(d.ctx, func() bool {
+		u, err := dyn.Resource(v1alpha1.GroupVersion.WithResource("bgppeers")).Get(d.ctx, "router", metav1.GetOptions{})
+		if err != nil || runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p) != nil {
+			return false
+		}
+		up := len(p.Status.Nodes) == len(d.lab.Nodes())
+		for _, n := range p.Status.Nodes {
+			up = up && n.Session == "Established" && n.AdvertisedPrefixes > 0
+		}
+		return up
+	}); err != nil {
+		return fmt.Errorf("BGPPeer router's status never showed every session up: %+v: %w", p.Status.Nodes, err)
+	}
+	fmt.Println("\n$ kubectl get bgppeer router -o jsonpath='{.status.nodes}'   (as a table)")
+	fmt.Printf("%-6s %-12s %-4s %s\n", "NODE", "SESSION", "BFD", "ADVERTISED")
+	for _, n := range p.Status.Nodes {
+		fmt.Printf("%-6s %-12s %-4s %d\n", n.Node, n.Session, n.BFD, n.AdvertisedPrefixes)
+	}
+	return nil
 }
 
 // showRoute waits until bird's next hops for vip are want, then prints `birdc show route`
