@@ -50,8 +50,9 @@ const (
 type trialResult struct {
 	node      string
 	withdrawn time.Duration // from the cut until bird no longer lists the node's next hop
-	// Requests started before the cut, between the cut and the withdrawal, and in the
-	// afterWindow after it, and how many of each failed.
+	// Requests done before the cut; the others started before the withdrawal (in flight at
+	// the cut or started after it); those started in the afterWindow after it. And how many of
+	// each failed.
 	sentBefore, failedBefore int
 	sentDuring, failedDuring int
 	sentAfter, failedAfter   int
@@ -59,9 +60,13 @@ type trialResult struct {
 }
 
 func (r trialResult) String() string {
-	return fmt.Sprintf("%s: withdrawn after %s; failed %d/%d meanwhile, %d/%d in the %s after, %d/%d before the cut",
+	s := fmt.Sprintf("%s: withdrawn after %s; failed %d/%d meanwhile, %d/%d in the %s after, %d/%d before the cut",
 		r.node, r.withdrawn.Round(time.Millisecond), r.failedDuring, r.sentDuring, r.failedAfter, r.sentAfter, afterWindow,
 		r.failedBefore, r.sentBefore)
+	if r.firstErr != nil {
+		s += fmt.Sprintf(" (first failure outside the window: %v)", r.firstErr)
+	}
+	return s
 }
 
 // failoverService creates the Service "failover" (externalTrafficPolicy Local, every node has
@@ -148,7 +153,7 @@ func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) tria
 	for _, pr := range results {
 		failed := pr.err != nil
 		switch {
-		case pr.start.Before(cut):
+		case pr.end.Before(cut):
 			r.sentBefore++
 			if failed {
 				r.failedBefore++
@@ -206,8 +211,8 @@ type probe struct {
 }
 
 type probeResult struct {
-	start time.Time
-	err   error
+	start, end time.Time
+	err        error
 }
 
 func startProbe(from *router.Outside, dst netip.AddrPort) *probe {
@@ -226,7 +231,7 @@ func startProbe(from *router.Outside, dst netip.AddrPort) *probe {
 				defer rcancel()
 				_, err := from.Request(rctx, "tcp", dst)
 				p.mu.Lock()
-				p.results = append(p.results, probeResult{start, err})
+				p.results = append(p.results, probeResult{start, time.Now(), err})
 				p.mu.Unlock()
 			}()
 			select {
