@@ -68,6 +68,7 @@ func peerStatus(tb testing.TB, name string, ok func(v1alpha1.BGPPeerNodeStatus) 
 			return p
 		}
 		if time.Now().After(deadline) {
+			dumpBGP(tb)
 			tb.Fatalf("BGPPeer %s status: %+v", name, p.Status.Nodes)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -269,3 +269,24 @@ func createPod(tb testing.TB, node string, p *netlab.Pod) {
 		tb.Fatal(err)
 	}
 }
+
+// dumpBGP logs bird's view of its sessions and the BGP lines of each agent's log, for a test
+// that failed waiting for a session.
+func dumpBGP(tb testing.TB) {
+	out, _ := shared.bird.Birdc(context.Background(), "show", "protocols", "all")
+	tb.Logf("birdc show protocols all:\n%s", out)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	for name, p := range shared.agents {
+		var lines []string
+		for _, l := range strings.Split(p.Output(), "\n") {
+			if strings.Contains(l, "BGP") || strings.Contains(l, "bgp") || strings.Contains(l, "peer") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		tb.Logf("%s's agent, BGP lines:\n%s", name, strings.Join(lines, "\n"))
+	}
+}
