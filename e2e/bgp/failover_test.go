@@ -148,6 +148,8 @@ func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) tria
 	time.Sleep(afterWindow)
 	results := p.stop()
 	restore()
+	// The next step starts from every session up again.
+	waitHops(tb, failVIP4, v4, 60*time.Second)
 
 	r := trialResult{node: n.Name, withdrawn: withdrawn.Sub(cut)}
 	for _, pr := range results {
@@ -257,7 +259,8 @@ func (p *probe) stop() []probeResult {
 }
 
 // withoutBFD turns BFD off on the IPv4 BGPPeer and in bird's IPv4 sessions until the returned
-// function turns it back on; both wait until the sessions are back.
+// function turns it back on; both wait until the sessions are back. Bird restarts with the new
+// configuration (see router.Bird.Reconfigure for why not `birdc configure`).
 func withoutBFD(tb testing.TB) (restore func()) {
 	tb.Helper()
 	ctx := context.Background()
@@ -270,7 +273,7 @@ func withoutBFD(tb testing.TB) (restore func()) {
 				c.Neighbors[i].BFD = on && orig.Neighbors[i].BFD
 			}
 		}
-		if err := shared.bird.Reconfigure(ctx, c); err != nil {
+		if err := shared.bird.Restart(ctx, c); err != nil {
 			tb.Fatal(err)
 		}
 		var p v1alpha1.BGPPeer

@@ -275,6 +275,8 @@ func createPod(tb testing.TB, node string, p *netlab.Pod) {
 func dumpBGP(tb testing.TB) {
 	out, _ := shared.bird.Birdc(context.Background(), "show", "protocols", "all")
 	tb.Logf("birdc show protocols all:\n%s", out)
+	out, _ = shared.bird.Birdc(context.Background(), "show", "bfd", "sessions")
+	tb.Logf("birdc show bfd sessions:\n%s", out)
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	for name, p := range shared.agents {

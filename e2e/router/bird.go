@@ -177,25 +177,48 @@ func Start(ctx context.Context, h *netlab.Host, dir string, c Config) (*Bird, er
 	if err := b.write(c); err != nil {
 		return nil, err
 	}
-	p, err := h.Start("bird", "-f", "-c", b.conf, "-s", b.sock)
-	if err != nil {
+	if err := b.run(ctx); err != nil {
 		return nil, err
 	}
+	return b, nil
+}
+
+// run starts bird with the written config and waits until birdc answers.
+func (b *Bird) run(ctx context.Context) error {
+	_ = os.Remove(b.sock)
+	p, err := b.Host.Start("bird", "-f", "-c", b.conf, "-s", b.sock)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
 	b.proc = p
+	b.mu.Unlock()
 	for {
 		_, err := b.Birdc(ctx, "show", "status")
 		if err == nil {
-			return b, nil
+			return nil
 		}
 		select {
 		case <-p.Done():
-			return nil, fmt.Errorf("bird exited: %v\n%s", p.Wait(), p.Output())
+			return fmt.Errorf("bird exited: %v\n%s", p.Wait(), p.Output())
 		case <-ctx.Done():
 			_ = p.Stop()
-			return nil, fmt.Errorf("waiting for bird to answer: %w (%v)", ctx.Err(), err)
+			return fmt.Errorf("waiting for bird to answer: %w (%v)", ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// Restart kills bird and starts it again with c: every session and BFD session starts
+// afresh, as after a router reboot.
+func (b *Bird) Restart(ctx context.Context, c Config) error {
+	if err := b.Stop(); err != nil {
+		return err
+	}
+	if err := b.write(c); err != nil {
+		return err
+	}
+	return b.run(ctx)
 }
 
 func (b *Bird) write(c Config) error {
@@ -222,7 +245,9 @@ func (b *Bird) Config() Config {
 }
 
 // Reconfigure rewrites the configuration and tells bird to load it (`birdc configure`);
-// sessions whose settings changed restart.
+// sessions whose settings changed restart. (Seen with bird 2.0.12 and GoBGP's BFD: after
+// turning BFD on for sessions this way, every session of the agents sometimes kept failing
+// with "BFD is down" right after coming up; Restart avoids that.)
 func (b *Bird) Reconfigure(ctx context.Context, c Config) error {
 	if err := b.write(c); err != nil {
 		return err
@@ -238,10 +263,16 @@ func (b *Bird) Reconfigure(ctx context.Context, c Config) error {
 }
 
 // Stop kills bird; Lab.Close does too.
-func (b *Bird) Stop() error { return b.proc.Stop() }
+func (b *Bird) Stop() error { return b.process().Stop() }
 
-// Output is what bird logged so far.
-func (b *Bird) Output() string { return b.proc.Output() }
+// Output is what the running bird logged so far.
+func (b *Bird) Output() string { return b.process().Output() }
+
+func (b *Bird) process() *netlab.Process {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.proc
+}
 
 // Birdc runs birdc with args against this bird and returns its output.
 func (b *Bird) Birdc(ctx context.Context, args ...string) (string, error) {
