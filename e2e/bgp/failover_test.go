@@ -209,7 +209,6 @@ type probe struct {
 
 	mu      sync.Mutex
 	results []probeResult
-	stopped bool
 }
 
 type probeResult struct {
