@@ -42,7 +42,7 @@ func served(tb testing.TB) {
 	tb.Helper()
 	for _, v := range []netip.Addr{vip4, vip6} {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		r, err := router().Request(ctx, "tcp", netip.AddrPortFrom(v, echoPort))
+		r, err := shared.outside.Request(ctx, "tcp", netip.AddrPortFrom(v, echoPort))
 		cancel()
 		if err != nil {
 			tb.Fatalf("request to %s from behind the router: %v", v, err)
@@ -68,6 +68,7 @@ func peerStatus(tb testing.TB, name string, ok func(v1alpha1.BGPPeerNodeStatus) 
 			return p
 		}
 		if time.Now().After(deadline) {
+			dumpBGP(tb)
 			tb.Fatalf("BGPPeer %s status: %+v", name, p.Status.Nodes)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -88,7 +89,7 @@ func TestBGPAnnounce(t *testing.T) {
 		}
 	}
 	served(t)
-	for _, addr := range []netip.Addr{router().Addr, router().Addr6} {
+	for _, addr := range []netip.Addr{routerHost().Addr, routerHost().Addr6} {
 		p := peerStatus(t, peerName(addr), func(e v1alpha1.BGPPeerNodeStatus) bool {
 			return e.Session == "Established" && e.BFD == "Up" && e.AdvertisedPrefixes == 1
 		}, 30*time.Second)

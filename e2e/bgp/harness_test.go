@@ -1,18 +1,15 @@
 package bgp
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"text/template"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +19,7 @@ import (
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/bmlab"
 	"github.com/portico-lb/portico/e2e/netlab"
+	"github.com/portico-lb/portico/e2e/router"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
@@ -39,8 +37,8 @@ var shared struct {
 	once       sync.Once
 	err        error
 	*bmlab.Env // lab, control plane, controller
-	bird       *netlab.Process
-	sock       string
+	bird       *router.Bird
+	outside    *router.Outside // the client behind the router
 
 	mu     sync.Mutex
 	agents map[string]*netlab.Process
@@ -65,19 +63,15 @@ func TestMain(m *testing.M) {
 
 func setup(tb testing.TB) {
 	tb.Helper()
-	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables)
-	for _, bin := range []string{"bird", "birdc"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			tb.Fatalf("%s not found: apt-get install -y bird2 (or make prereqs)", bin)
-		}
-	}
+	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables, prereq.Bird2)
 	shared.once.Do(func() { shared.err = start() })
 	if shared.err != nil {
 		tb.Fatal(shared.err)
 	}
 }
 
-func router() *netlab.Host { return shared.Lab.Clients()[0] }
+// routerHost is the router's namespace: the lab's client1, on the LAN with the nodes.
+func routerHost() *netlab.Host { return shared.Lab.Clients()[0] }
 
 func start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -100,10 +94,10 @@ func start() error {
 	if err := shared.CL.Create(ctx, pool); err != nil {
 		return fmt.Errorf("creating pool: %w", err)
 	}
-	if err := startBird(); err != nil {
+	if err := startBird(ctx); err != nil {
 		return err
 	}
-	for _, addr := range []netip.Addr{router().Addr, router().Addr6} {
+	for _, addr := range []netip.Addr{routerHost().Addr, routerHost().Addr6} {
 		if err := shared.CL.Create(ctx, bgpPeer(peerName(addr), addr, "bgp-password")); err != nil {
 			return fmt.Errorf("creating BGPPeer: %w", err)
 		}
@@ -134,117 +128,47 @@ func bgpPeer(name string, addr netip.Addr, secret string) *v1alpha1.BGPPeer {
 	}}
 }
 
-var birdConfig = template.Must(template.New("bird").Parse(`
-log stderr all;
-router id {{.RouterID}};
-protocol device { scan time 10; }
-protocol kernel kernel4 { ipv4 { export all; }; merge paths on; }
-protocol kernel kernel6 { ipv6 { export all; }; merge paths on; }
-protocol bfd {
-	interface "eth0" { min rx interval 100 ms; min tx interval 100 ms; multiplier 3; };
-}
-template bgp nodes {
-	local as {{.RouterASN}};
-	hold time 9;
-	keepalive time 3;
-	connect retry time 1;
-	error wait time 1, 2;
-	password "{{.Password}}";
-	bfd on;
-}
-{{range .Neighbors}}
-protocol bgp {{.Name}} from nodes {
-	neighbor {{.Addr}} as {{$.NodeASN}};
-	{{if .Addr.Is6}}ipv6{{else}}ipv4{{end}} { import all; export none; };
-}
-{{end}}
-`))
-
-type neighbor struct {
-	Name string
-	Addr netip.Addr
-}
-
-func startBird() error {
-	var ns []neighbor
+// startBird runs bird2 on the router with an IPv4 and an IPv6 session to every node, each
+// with BFD and the MD5 password, and the client behind the router.
+func startBird(ctx context.Context) error {
+	var ns []router.Neighbor
 	for i, n := range shared.Lab.Nodes() {
-		ns = append(ns, neighbor{fmt.Sprintf("n%d_4", i), n.Addr}, neighbor{fmt.Sprintf("n%d_6", i), n.Addr6})
+		ns = append(ns,
+			router.Neighbor{Name: fmt.Sprintf("n%d_4", i), Addr: n.Addr, ASN: nodeASN, Password: password, BFD: true},
+			router.Neighbor{Name: fmt.Sprintf("n%d_6", i), Addr: n.Addr6, ASN: nodeASN, Password: password, BFD: true})
 	}
-	var conf bytes.Buffer
-	if err := birdConfig.Execute(&conf, map[string]any{"RouterID": router().Addr, "RouterASN": routerASN, "NodeASN": nodeASN,
-		"Password": password, "Neighbors": ns}); err != nil {
-		return err
-	}
-	path := filepath.Join(shared.Dir, "bird.conf")
-	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
-		return err
-	}
-	shared.sock = filepath.Join(shared.Dir, "bird.ctl")
-	p, err := router().Start("bird", "-f", "-c", path, "-s", shared.sock)
+	var err error
+	shared.bird, err = router.Start(ctx, routerHost(), shared.Dir, router.Config{ASN: routerASN, Neighbors: ns})
 	if err != nil {
 		return err
 	}
-	shared.bird = p
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := birdc("show", "status"); err == nil {
-			return nil
-		} else if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
+	// Spread flows over the ECMP next hops by port too, so one client's connections reach
+	// every node.
+	if _, err := routerHost().Exec(ctx, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1"); err != nil {
+		return err
 	}
-}
-
-func birdc(args ...string) (string, error) {
-	out, err := exec.Command("birdc", append([]string{"-s", shared.sock}, args...)...).CombinedOutput()
+	shared.outside, err = router.AddOutside(ctx, shared.Lab, routerHost(), netip.MustParsePrefix(poolV4), netip.MustParsePrefix(poolV6))
 	if err != nil {
-		return string(out), fmt.Errorf("birdc %s: %w: %s", strings.Join(args, " "), err, out)
+		return err
 	}
-	return string(out), nil
+	var nodes []*netlab.Host
+	for _, n := range shared.Lab.Nodes() {
+		nodes = append(nodes, &n.Host)
+	}
+	return shared.outside.RouteBack(ctx, nodes...)
 }
 
-// nextHops reads bird's BGP routes for prefix (`show route <prefix> all`): the next hops, and
-// the attribute lines of the first route.
-func nextHops(prefix netip.Prefix) ([]netip.Addr, string, error) {
-	out, err := birdc("show", "route", prefix.String(), "all")
-	if strings.Contains(out, "Network not found") {
-		return nil, "", nil
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	var hops []netip.Addr
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "via" {
-			a, err := netip.ParseAddr(f[1])
-			if err != nil {
-				return nil, "", fmt.Errorf("parsing %q: %w", line, err)
-			}
-			hops = append(hops, a)
-		}
-	}
-	slices.SortFunc(hops, netip.Addr.Compare)
-	return hops, out, nil
-}
-
-// waitHops waits until bird's next hops for v's host route are want (sorted).
+// waitHops waits until bird's next hops for v's host route are want, and returns bird's
+// `show route ... all`.
 func waitHops(tb testing.TB, v netip.Addr, want []netip.Addr, within time.Duration) string {
 	tb.Helper()
-	slices.SortFunc(want, netip.Addr.Compare)
-	prefix := netip.PrefixFrom(v, v.BitLen())
-	deadline := time.Now().Add(within)
-	for {
-		got, out, err := nextHops(prefix)
-		if err == nil && slices.Equal(got, want) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("router's next hops for %s: %v (%v), want %v", prefix, got, err, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	out, err := shared.bird.WaitNextHops(ctx, netip.PrefixFrom(v, v.BitLen()), want)
+	if err != nil {
+		tb.Fatal(err)
 	}
+	return out
 }
 
 func startAgent(n *netlab.Node) error {
@@ -269,16 +193,20 @@ func startAgent(n *netlab.Node) error {
 
 var backendsOnce sync.Once
 
-// backends runs an echo pod on every node.
+// backends adds a pod labelled app=web to every node (once; the pods and their API objects
+// stay) and runs an echo server in each for tb (StartEchoServer stops it when tb ends). Call
+// it once per test.
 func backends(tb testing.TB) {
 	backendsOnce.Do(func() {
 		for _, n := range shared.Lab.Nodes() {
 			p := n.AddPod(tb, "web-"+n.Name)
-			p.StartEchoServer(tb, "tcp", echoPort)
 			createPod(tb, n.Name, p)
 			shared.pods[n.Name] = p
 		}
 	})
+	for _, n := range shared.Lab.Nodes() {
+		shared.pods[n.Name].StartEchoServer(tb, "tcp", echoPort)
+	}
 }
 
 // createService creates a dual-stack LoadBalancer Service asking for ips and waits for them.
@@ -339,5 +267,28 @@ func createPod(tb testing.TB, node string, p *netlab.Pod) {
 	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
 	if _, err := shared.Cluster.CreateReadyPod(context.Background(), pod, node, p.Addr, p.Addr6); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// dumpBGP logs bird's view of its sessions and the BGP lines of each agent's log, for a test
+// that failed waiting for a session.
+func dumpBGP(tb testing.TB) {
+	out, _ := shared.bird.Birdc(context.Background(), "show", "protocols", "all")
+	tb.Logf("birdc show protocols all:\n%s", out)
+	out, _ = shared.bird.Birdc(context.Background(), "show", "bfd", "sessions")
+	tb.Logf("birdc show bfd sessions:\n%s", out)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	for name, p := range shared.agents {
+		var lines []string
+		for _, l := range strings.Split(p.Output(), "\n") {
+			if strings.Contains(l, "BGP") || strings.Contains(l, "bgp") || strings.Contains(l, "peer") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		tb.Logf("%s's agent, BGP lines:\n%s", name, strings.Join(lines, "\n"))
 	}
 }

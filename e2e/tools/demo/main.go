@@ -1,25 +1,35 @@
 // Command demo shows Portico at work on a real, local control plane and, when it can, with real
 // packets.
 //
-// It starts a network lab (e2e/netlab: two node namespaces and a client namespace on one LAN,
-// addresses from 198.19.0.0/16) and etcd, kube-apiserver and kube-controller-manager
-// (e2e/cluster) listening on the lab's root address, installs the AddressPool CRD, registers the
-// two lab nodes and runs portico-agent in each node namespace with layer-2 announcement
-// (--announce=l2 --membership). It runs the portico-controller binary with the baremetal
-// provider and an AddressPool of eight addresses on the LAN itself (.200-.207) announced by
-// ARP, adds an echo-server pod on each node and creates LoadBalancer Services: demo/web
-// selecting the two pods, one of another class and one with a bad annotation, and prints what
-// `kubectl describe service` would show for each. The client then sends TCP requests to
-// demo/web's VIP: it resolves the VIP by ARP like any address on its LAN, no route involved;
-// the demo prints `kubectl get svc` with the EXTERNAL-IP and the node that announces it, which
-// pod answered and the client address the pod saw. It then kills that node's agent: the other
-// node announces the VIP within a second and the client is still served. Finally it deletes
-// demo/web, shows the finalizer releasing it and the VIP going dark.
+// It starts a network lab (e2e/netlab: two node namespaces, a client namespace and a router
+// namespace on one LAN, addresses from 198.19.0.0/16) and etcd, kube-apiserver and
+// kube-controller-manager (e2e/cluster) listening on the lab's root address, installs Portico's
+// CRDs, runs bird2 in the router namespace (e2e/router: one eBGP session per node with BFD
+// 100 ms x 3, learned routes installed in the router's kernel with every next hop) with a
+// second client, "outside", behind the router, and creates the BGPPeer "router". It registers
+// the two lab nodes and runs portico-agent in each node namespace with layer-2 and BGP
+// announcement (--announce=l2,bgp --membership). It runs the portico-controller binary with the
+// baremetal provider and an AddressPool of eight addresses on the LAN itself (.200-.207)
+// announced by ARP and by BGP, adds an echo-server pod on each node and creates LoadBalancer
+// Services: demo/web selecting the two pods, one of another class and one with a bad
+// annotation, and prints what `kubectl describe service` would show for each. The LAN client
+// then sends TCP requests to demo/web's VIP: it resolves the VIP by ARP like any address on its
+// LAN, no route involved; the demo prints `kubectl get svc` with the EXTERNAL-IP and the node
+// that announces it, which pod answered and the client address the pod saw. The outside client
+// reaches the same VIP only through the router: the demo prints the router's route for it
+// (`birdc show route`, with both nodes as next hops, and the kernel's ECMP route) and the
+// outside client's requests with the node the router sent each one to. It then kills the ARP
+// announcer's agent: the other node announces the VIP within a second and the LAN client is
+// still served; the killed agent's BGP session ended with it, so the router's route keeps one
+// next hop and the outside client is served too. Finally it deletes demo/web, shows the
+// finalizer releasing it, the VIP going dark and its route withdrawn.
 //
-// Without root, the ip command or iptables-restore the lab cannot run (nor when a route of this
-// machine overlaps the lab's addresses): the demo says why and runs the controller part alone on
-// a loopback control plane (pool 198.18.128.0/28, nothing announced). Everything it starts (processes,
-// namespaces, the lab's root link, temporary files) is removed on exit, also on Ctrl-C or error.
+// Without bird2 (Debian package bird2, which `make prereqs` installs) the demo says so and
+// skips the router and the BGP part. Without root, the ip command or iptables-restore the lab
+// cannot run (nor when a route of this machine overlaps the lab's addresses): the demo says why
+// and runs the controller part alone on a loopback control plane (pool 198.18.128.0/28,
+// nothing announced). Everything it starts (processes, namespaces, the lab's root link,
+// temporary files) is removed on exit, also on Ctrl-C or error.
 package main
 
 import (
@@ -54,6 +64,7 @@ import (
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/cluster"
 	"github.com/portico-lb/portico/e2e/netlab"
+	"github.com/portico-lb/portico/e2e/router"
 )
 
 const (
@@ -111,6 +122,11 @@ type demo struct {
 	announcer string
 	// agents are the portico-agent processes by node name.
 	agents map[string]*netlab.Process
+	// bird is the router (nil without bird2: no BGP part) and outside the client behind it.
+	bird    *router.Bird
+	outside *router.Outside
+	// noRouter says why the BGP part does not run, or is nil.
+	noRouter error
 }
 
 func run(ctx context.Context) (err error) {
@@ -137,8 +153,8 @@ func run(ctx context.Context) (err error) {
 	}
 
 	if withLab {
-		step("Starting a network lab: node1, node2 and client1 on one LAN, plus a link to this namespace")
-		lab, err := netlab.NewE(netlab.Options{Nodes: 2, Clients: 1, RootLink: true})
+		step("Starting a network lab: node1, node2, client1 and a router on one LAN, plus a link to this namespace")
+		lab, err := netlab.NewE(netlab.Options{Nodes: 2, Clients: 1, Router: true, RootLink: true})
 		switch {
 		case errors.Is(err, netlab.ErrRootRouteOverlap):
 			// Nothing was added; the controller part still runs.
@@ -155,6 +171,9 @@ func run(ctx context.Context) (err error) {
 				}
 			}()
 			d.printLab()
+			if d.noRouter = routerUnsupported(); d.noRouter != nil {
+				fmt.Printf("No BGP router: %v; the demo runs without its BGP part.\n", d.noRouter)
+			}
 		}
 	}
 
@@ -195,6 +214,11 @@ func run(ctx context.Context) (err error) {
 	if err := c.EnsureNamespace(ctx, "demo"); err != nil {
 		return err
 	}
+	if d.lab != nil && d.noRouter == nil {
+		if err := d.startRouter(); err != nil {
+			return err
+		}
+	}
 	if d.lab != nil {
 		if err := d.startNodes(); err != nil {
 			return err
@@ -218,6 +242,11 @@ func run(ctx context.Context) (err error) {
 		if vip, err = d.traffic(); err != nil {
 			return err
 		}
+		if d.bird != nil {
+			if err := d.routed(vip); err != nil {
+				return err
+			}
+		}
 		if err := d.failover(vip); err != nil {
 			return err
 		}
@@ -237,6 +266,11 @@ func run(ctx context.Context) (err error) {
 	if d.lab != nil {
 		if err := d.vipGone(vip); err != nil {
 			return err
+		}
+		if d.bird != nil {
+			if err := d.routeGone(vip); err != nil {
+				return err
+			}
 		}
 	}
 	step("Done; stopping everything")
@@ -283,6 +317,7 @@ func (d *demo) printLab() {
 	for _, h := range l.Clients() {
 		fmt.Printf("  %-8s %s\n", h.Name, h.Addr)
 	}
+	fmt.Printf("  %-8s %s\n", l.Router().Name, l.Router().Addr)
 }
 
 // startController runs portico-controller and returns the function that stops it.
@@ -343,7 +378,11 @@ func (d *demo) startNodes() error {
 	if err := d.c.WriteKubeconfig(kubeconfig, d.c.Host()); err != nil {
 		return err
 	}
-	step("Registering the lab nodes; starting portico-agent in each node's namespace (--announce=l2 --membership)")
+	announce := "l2"
+	if d.bird != nil {
+		announce = "l2,bgp"
+	}
+	step("Registering the lab nodes; starting portico-agent in each node's namespace (--announce=" + announce + " --membership)")
 	for _, n := range d.lab.Nodes() {
 		p, err := n.Start(d.bins["portico-agent"],
 			"--kubeconfig="+kubeconfig,
@@ -351,7 +390,7 @@ func (d *demo) startNodes() error {
 			"--cluster-cidr="+strings.Join(cidrs, ","),
 			"--min-sync-period=200ms",
 			"--metrics-bind-address=0",
-			"--announce=l2", "--membership", "--membership-rejoin-interval=1s",
+			"--announce="+announce, "--membership", "--membership-rejoin-interval=1s",
 			"-v=1", // the "Synced" line
 		)
 		if err != nil {
@@ -663,23 +702,34 @@ func inPool(pool string, vip netip.Addr) bool {
 	return err1 == nil && err2 == nil && a.Compare(vip) <= 0 && vip.Compare(b) <= 0
 }
 
-// addressPool creates the AddressPool "lan", announced by ARP from any node.
+// addressPool creates the AddressPool "lan", announced by ARP from any node and, with the
+// router, by BGP to every BGPPeer.
 func (d *demo) addressPool() error {
-	step("Creating AddressPool lan (" + d.pool + ", spec.announce.l2: any node, the interface on the VIP's subnet)")
-	dyn, err := dynamic.NewForConfig(d.c.Config())
-	if err != nil {
-		return err
-	}
 	ap := &v1alpha1.AddressPool{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "AddressPool"},
 		ObjectMeta: metav1.ObjectMeta{Name: "lan"},
 		Spec:       v1alpha1.AddressPoolSpec{Addresses: []string{d.pool}, Announce: v1alpha1.Announce{L2: &v1alpha1.L2Announce{}}},
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ap)
+	how := "spec.announce.l2: any node, the interface on the VIP's subnet"
+	if d.lab != nil && d.noRouter == nil {
+		ap.Spec.Announce.BGP = &v1alpha1.BGPAnnounce{}
+		how += "; spec.announce.bgp: every node, to every BGPPeer"
+	}
+	step("Creating AddressPool lan (" + d.pool + ", " + how + ")")
+	return d.createObject("addresspools", ap)
+}
+
+// createObject creates a Portico object (obj has its TypeMeta) of the resource.
+func (d *demo) createObject(resource string, obj any) error {
+	dyn, err := dynamic.NewForConfig(d.c.Config())
 	if err != nil {
 		return err
 	}
-	_, err = dyn.Resource(v1alpha1.GroupVersion.WithResource("addresspools")).Create(d.ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	_, err = dyn.Resource(v1alpha1.GroupVersion.WithResource(resource)).Create(d.ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
 	return err
 }
 
@@ -767,5 +817,8 @@ func (d *demo) failover(vip netip.Addr) error {
 	}
 	fmt.Printf("While membership reports %s dead, the agents leave its endpoints out of their rules (unless no\n", before)
 	fmt.Println("other endpoint is ready): Kubernetes would keep listing them for 40 s or more after a node is lost.")
+	if d.bird != nil {
+		return d.routedFailover(vip, before)
+	}
 	return nil
 }
