@@ -36,7 +36,7 @@ import (
 
 // appliedVersion changes when the meaning of a desired model changes (a new field applied), so
 // that an upgraded provider converges every load balancer once.
-const appliedVersion = "1"
+const appliedVersion = "2" // 2: the shared backend security group (backendsg.go)
 
 // DefaultVerifyPeriod is how often a load balancer whose desired model is unchanged is fully
 // read back and repaired.

@@ -38,6 +38,9 @@ type Options struct {
 	VerifyPeriod time.Duration
 	// now is the clock (tests move it); nil means time.Now.
 	now func() time.Time
+	// sgLessNLBs creates NLBs without security groups, as Portico did before the backend
+	// group (tests of the per-Service node rules such NLBs keep).
+	sgLessNLBs bool
 }
 
 // Provider is the AWS provider. AWS, through names and tags, is the only record of what exists;
@@ -53,6 +56,7 @@ type Provider struct {
 	cluster string
 
 	verified      *verifications
+	backend       *backendGroups
 	nlbReader     *lbReader
 	classicReader *lbReader
 }
@@ -111,6 +115,7 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 		log:      opts.Logger,
 		cluster:  opts.ClusterName,
 		verified: &verifications{period: opts.VerifyPeriod, now: now, m: map[string]verification{}},
+		backend:  &backendGroups{ids: map[string]string{}},
 	}
 	p.nlbReader = newLBReader(p.fetchNLBs, readWindow, readMaxAge, describeLBBatch, now)
 	p.classicReader = newLBReader(p.fetchClassics, readWindow, readMaxAge, describeLBBatch, now)
@@ -141,6 +146,9 @@ type lbRecord struct {
 	VPC     string
 	Subnets []string
 	Tags    map[string]string
+	// SecurityGroups the load balancer carries, sorted (an NLB created without any never
+	// gets one).
+	SecurityGroups []string
 	// IPAddressType is the NLB's ipv4 or dualstack.
 	IPAddressType string
 }
@@ -180,8 +188,17 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 	return st, nil
 }
 
-// converge reads back everything of d's load balancer and makes it so.
-func (p *Provider) converge(ctx context.Context, ref providers.Ref, d desiredLB) (*lbRecord, error) {
+// converge reads back everything of d's load balancer and makes it so. It holds the backend
+// group's use (backendsg.go) so that no collection removes the group it attaches.
+func (p *Provider) converge(ctx context.Context, ref providers.Ref, d desiredLB) (rec *lbRecord, err error) {
+	p.backend.use.RLock()
+	defer p.backend.use.RUnlock()
+	defer func() {
+		if err != nil {
+			// The cached backend group may be what failed (deleted outside Portico).
+			p.backend.forget()
+		}
+	}()
 	nodes, err := p.describeInstances(ctx, d.Instances)
 	if err != nil {
 		return nil, err
@@ -232,6 +249,9 @@ func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec
 		return err
 	}
 	delete(rec.Tags, tagReplaces)
+	if err := p.collectBackendGroups(ctx); err != nil {
+		return err
+	}
 	p.log.Info("Deleted replaced load balancers", "service", ref, "name", rec.Name, "replaced", v)
 	return nil
 }
@@ -274,7 +294,11 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 	if err := p.revokeNodeRules(ctx, ref.UID, ""); err != nil {
 		return err
 	}
-	return p.deleteOwnedSecurityGroups(ctx, ref, "")
+	if err := p.deleteOwnedSecurityGroups(ctx, ref, ""); err != nil {
+		return err
+	}
+	// The shared backend group and its node rules, once no load balancer carries it.
+	return p.collectBackendGroups(ctx)
 }
 
 // deleteLB deletes one load balancer and what belongs to it alone.

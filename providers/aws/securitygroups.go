@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -388,7 +389,7 @@ func (p *Provider) ensureOwnSecurityGroup(ctx context.Context, d desiredLB, vpc 
 	return groups[0], nil
 }
 
-// ensureOwnSecurityGroups finds or creates the Classic ELB's n own groups in vpc (named
+// ensureOwnSecurityGroups finds or creates the load balancer's n own groups in vpc (named
 // securityGroupName(d.Name, i)), and returns them in order, followed by any further owned
 // groups of the load balancer that are no longer needed (extra), which the caller detaches
 // and deletes.
@@ -413,7 +414,7 @@ func (p *Provider) ensureOwnSecurityGroups(ctx context.Context, d desiredLB, vpc
 		}
 		out, err := p.sgAPI().CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
 			GroupName:   aws.String(name),
-			Description: aws.String("Portico: Classic ELB " + d.Name + " for Service " + d.Tags[tagServiceName]),
+			Description: aws.String("Portico: " + kindName(d.Kind) + " " + d.Name + " for Service " + d.Tags[tagServiceName]),
 			VpcId:       aws.String(vpc),
 			TagSpecifications: []ec2types.TagSpecification{{
 				ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: toEC2Tags(d.Tags),
@@ -450,8 +451,12 @@ func (p *Provider) deleteSecurityGroup(ctx context.Context, id string) error {
 // group) of each protocol and port range counts as one rule.
 const maxRulesPerGroup = 60
 
-// maxClassicGroups is the most security groups a Classic ELB can have (an AWS limit).
-const maxClassicGroups = 5
+// maxClassicGroups and maxNLBGroups are the most security groups a Classic ELB and an NLB can
+// have (AWS limits).
+const (
+	maxClassicGroups = 5
+	maxNLBGroups     = 5
+)
 
 // splitRules packs rules into as few groups of at most limit rules as it can, keeping the
 // rules of one source together while a source fits in a group, in a stable order (sources
@@ -520,4 +525,11 @@ func toEC2Tags(m map[string]string) []ec2types.Tag {
 		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
 	}
 	return out
+}
+
+func kindName(k annotations.AWSType) string {
+	if k == annotations.AWSNLB {
+		return "NLB"
+	}
+	return "Classic ELB"
 }
