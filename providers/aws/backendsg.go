@@ -219,8 +219,8 @@ func (p *Provider) collectBackendGroups(ctx context.Context) error {
 	return nil
 }
 
-// revokeBackendRules revokes the backend rule from every group holding it and returns those
-// groups as they were.
+// revokeBackendRules revokes every rule referencing the backend group (which must go before the
+// group can) and returns the groups that held the backend rule.
 func (p *Provider) revokeBackendRules(ctx context.Context, backend string) ([]ec2types.SecurityGroup, error) {
 	holders, err := p.describeGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2Filter{
 		{Name: aws.String("ip-permission.group-id"), Values: []string{backend}},
@@ -230,13 +230,25 @@ func (p *Provider) revokeBackendRules(ctx context.Context, backend string) ([]ec
 	}
 	var out []ec2types.SecurityGroup
 	for _, h := range holders {
-		if !hasBackendRule(h, backend) {
+		var perms []ec2types.IpPermission
+		for _, perm := range h.IpPermissions {
+			for _, pair := range perm.UserIdGroupPairs {
+				if aws.ToString(pair.GroupId) == backend {
+					// As described (moto matches the description too).
+					perms = append(perms, ec2types.IpPermission{IpProtocol: perm.IpProtocol, FromPort: perm.FromPort, ToPort: perm.ToPort,
+						UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: pair.GroupId, Description: pair.Description}}})
+				}
+			}
+		}
+		if len(perms) == 0 {
 			continue
 		}
-		h.IpPermissions = nil // what allowBackend restores: the rule alone
-		out = append(out, h)
+		if hasBackendRule(h, backend) {
+			h.IpPermissions = nil // what allowBackend restores: the rule alone
+			out = append(out, h)
+		}
 		_, err := p.sgAPI().RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{
-			GroupId: h.GroupId, IpPermissions: []ec2types.IpPermission{{IpProtocol: aws.String("-1"), UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String(backend)}}}},
+			GroupId: h.GroupId, IpPermissions: perms,
 		})
 		if err != nil && !isCode(err, "InvalidPermission.NotFound", "InvalidGroup.NotFound") {
 			return nil, fmt.Errorf("removing the backend rule from security group %s: %w", aws.ToString(h.GroupId), err)

@@ -199,34 +199,6 @@ func (p *Provider) findClassic(ctx context.Context, name string) (*elbtypes.Load
 	return &out.LoadBalancerDescriptions[0], nil
 }
 
-// findOwnedClassics pages through the region's Classic ELBs and reads their tags in batches.
-func (p *Provider) findOwnedClassics(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
-	var all []elbtypes.LoadBalancerDescription
-	pager := elb.NewDescribeLoadBalancersPaginator(p.clb(), &elb.DescribeLoadBalancersInput{})
-	for pager.HasMorePages() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing Classic ELBs: %w", err)
-		}
-		all = append(all, page.LoadBalancerDescriptions...)
-	}
-	names := make([]string, len(all))
-	for i, lb := range all {
-		names[i] = aws.ToString(lb.LoadBalancerName)
-	}
-	tags, err := p.classicTags(ctx, names)
-	if err != nil {
-		return nil, err
-	}
-	var out []lbRecord
-	for i := range all {
-		if t := tags[names[i]]; ownedBy(t, p.cluster, ref.UID) {
-			out = append(out, *classicRecord(&all[i], t))
-		}
-	}
-	return out, nil
-}
-
 func (p *Provider) classicTags(ctx context.Context, names []string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	for chunk := range slices.Chunk(names, classicTagsBatch) {

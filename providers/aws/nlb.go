@@ -311,39 +311,6 @@ func (p *Provider) findNLB(ctx context.Context, name string) (*elbv2types.LoadBa
 	return nil, nil
 }
 
-// findOwnedNLBs pages through the region's load balancers and reads their tags in batches.
-func (p *Provider) findOwnedNLBs(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
-	var all []elbv2types.LoadBalancer
-	pager := elbv2.NewDescribeLoadBalancersPaginator(nlbAPI(p.elbv2), &elbv2.DescribeLoadBalancersInput{})
-	for pager.HasMorePages() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing NLBs: %w", err)
-		}
-		for _, lb := range page.LoadBalancers {
-			if lb.Type == elbv2types.LoadBalancerTypeEnumNetwork {
-				all = append(all, lb)
-			}
-		}
-	}
-	arns := make([]string, len(all))
-	for i, lb := range all {
-		arns[i] = aws.ToString(lb.LoadBalancerArn)
-	}
-	tags, err := p.nlbTags(ctx, arns)
-	if err != nil {
-		return nil, err
-	}
-	var out []lbRecord
-	for i := range all {
-		t := tags[arns[i]]
-		if ownedBy(t, p.cluster, ref.UID) {
-			out = append(out, *nlbRecord(&all[i], t))
-		}
-	}
-	return out, nil
-}
-
 // nlbTags reads the tags of ELBv2 resources (load balancers or target groups), 20 per call.
 func (p *Provider) nlbTags(ctx context.Context, arns []string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}

@@ -283,7 +283,8 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 		return err
 	}
 	for _, r := range recs {
-		if err := p.deleteLB(ctx, ref, r.Kind, r.Name); err != nil {
+		// Node rules and security groups follow below, for every load balancer at once.
+		if err := p.deleteLoadBalancer(ctx, ref, r.Kind, r.Name); err != nil {
 			return err
 		}
 	}
@@ -303,17 +304,8 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 
 // deleteLB deletes one load balancer and what belongs to it alone.
 func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind annotations.AWSType, name string) error {
-	p.verified.forget(name)
-	p.reader(kind).forget(name)
-	switch kind {
-	case annotations.AWSNLB:
-		if err := p.deleteNLB(ctx, ref, name); err != nil {
-			return err
-		}
-	default:
-		if err := p.deleteClassic(ctx, name); err != nil {
-			return err
-		}
+	if err := p.deleteLoadBalancer(ctx, ref, kind, name); err != nil {
+		return err
 	}
 	if err := p.revokeNodeRules(ctx, ref.UID, name); err != nil {
 		return err
@@ -321,17 +313,53 @@ func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind annotat
 	return p.deleteOwnedSecurityGroups(ctx, ref, name)
 }
 
-// findOwnedLBs lists the load balancers of both kinds tagged as owned for ref.
+// deleteLoadBalancer deletes one load balancer (an NLB with its target groups).
+func (p *Provider) deleteLoadBalancer(ctx context.Context, ref providers.Ref, kind annotations.AWSType, name string) error {
+	p.verified.forget(name)
+	p.reader(kind).forget(name)
+	if kind == annotations.AWSNLB {
+		return p.deleteNLB(ctx, ref, name)
+	}
+	return p.deleteClassic(ctx, name)
+}
+
+// findOwnedLBs returns the load balancers of both kinds tagged as owned for ref. A Service's
+// load balancers can only have one of four names (lbName: two kinds, two schemes), so they are
+// described by name: a constant number of calls however many load balancers the region holds.
 func (p *Provider) findOwnedLBs(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
-	nlbs, err := p.findOwnedNLBs(ctx, ref)
-	if err != nil {
-		return nil, err
+	var out []lbRecord
+	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
+		name := lbName(p.cluster, ref, annotations.AWSNLB, scheme)
+		lb, err := p.findNLB(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if lb != nil {
+			arn := aws.ToString(lb.LoadBalancerArn)
+			tags, err := p.nlbTags(ctx, []string{arn})
+			if err != nil {
+				return nil, err
+			}
+			if ownedBy(tags[arn], p.cluster, ref.UID) {
+				out = append(out, *nlbRecord(lb, tags[arn]))
+			}
+		}
+		name = lbName(p.cluster, ref, annotations.AWSClassic, scheme)
+		clb, err := p.findClassic(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if clb != nil {
+			tags, err := p.classicTags(ctx, []string{name})
+			if err != nil {
+				return nil, err
+			}
+			if ownedBy(tags[name], p.cluster, ref.UID) {
+				out = append(out, *classicRecord(clb, tags[name]))
+			}
+		}
 	}
-	clbs, err := p.findOwnedClassics(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	return append(nlbs, clbs...), nil
+	return out, nil
 }
 
 func status(rec *lbRecord) providers.Status {
