@@ -228,10 +228,10 @@ func (p *Provider) createNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	in := &elbv2.CreateLoadBalancerInput{
 		SecurityGroups: groups,
 		Name:           aws.String(d.Name),
-		Type:          elbv2types.LoadBalancerTypeEnumNetwork,
-		Scheme:        elbv2types.LoadBalancerSchemeEnum(d.Scheme),
-		IpAddressType: elbv2types.IpAddressType(d.NLB.IPAddressType),
-		Tags:          toELBv2Tags(tags),
+		Type:           elbv2types.LoadBalancerTypeEnumNetwork,
+		Scheme:         elbv2types.LoadBalancerSchemeEnum(d.Scheme),
+		IpAddressType:  elbv2types.IpAddressType(d.NLB.IPAddressType),
+		Tags:           toELBv2Tags(tags),
 	}
 	if in.SubnetMappings, err = subnetMappings(d.NLB, subnets); err != nil {
 		return nil, err
@@ -422,6 +422,11 @@ func (p *Provider) deleteNLB(ctx context.Context, ref providers.Ref, name string
 	if !ownedBy(tags[arn], p.cluster, ref.UID) {
 		return nil
 	}
+	return p.deleteNLBByARN(ctx, ref, name, arn)
+}
+
+// deleteNLBByARN deletes an NLB known to be owned for ref, then its target groups.
+func (p *Provider) deleteNLBByARN(ctx context.Context, ref providers.Ref, name, arn string) error {
 	tgs, err := p.targetGroupsOf(ctx, arn)
 	if err != nil {
 		return err

@@ -276,24 +276,40 @@ func (p *Provider) Get(ctx context.Context, ref providers.Ref) (providers.Status
 }
 
 // Delete removes every load balancer, target group, security group and node security-group rule
-// owned for ref, found by tags and rule descriptions.
+// owned for ref, found by tags and rule descriptions, then the cluster's backend group if no
+// load balancer carries it any more.
 func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 	recs, err := p.findOwnedLBs(ctx, ref)
 	if err != nil {
 		return err
 	}
+	// Per-Service node rules exist only for an NLB created without security groups, or were
+	// written by an older Portico; when no load balancer is left to tell (a retried Delete),
+	// every group is scanned for them.
+	scan := len(recs) == 0
+	var arns []string
 	for _, r := range recs {
-		// Node rules and security groups follow below, for every load balancer at once.
-		if err := p.deleteLoadBalancer(ctx, ref, r.Kind, r.Name); err != nil {
+		p.verified.forget(r.Name)
+		p.reader(r.Kind).forget(r.Name)
+		if r.Kind == annotations.AWSNLB {
+			scan = scan || len(r.SecurityGroups) == 0
+			arns = append(arns, r.ARN)
+			err = p.deleteNLBByARN(ctx, ref, r.Name, r.ARN)
+		} else {
+			err = p.deleteClassic(ctx, r.Name)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	// What a crash may have left without a load balancer.
-	if err := p.deleteOwnedTargetGroups(ctx, ref); err != nil {
+	if err := p.deleteOwnedTargetGroups(ctx, ref, arns); err != nil {
 		return err
 	}
-	if err := p.revokeNodeRules(ctx, ref.UID, ""); err != nil {
-		return err
+	if scan {
+		if err := p.revokeNodeRules(ctx, ref.UID, ""); err != nil {
+			return err
+		}
 	}
 	if err := p.deleteOwnedSecurityGroups(ctx, ref, ""); err != nil {
 		return err

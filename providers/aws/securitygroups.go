@@ -261,8 +261,8 @@ func heirOf(perms []ec2types.IpPermission, r sgRule, uid, lbName string) (string
 	return heirUID, heirLB
 }
 
-// revokeStaleNodeRules revokes the rules owned by (uid, lbName) from groups that are not among
-// current: the security group of a node that left, or that a node no longer has. filters find
+// revokeStaleNodeRules revokes the rules owned by (uid, lbName; any of uid's load balancers
+// when lbName is "") from groups that are not among current: the security group of a node that left, or that a node no longer has. filters find
 // the candidates (groups with a rule on one of the load balancer's ports or from its groups).
 func (p *Provider) revokeStaleNodeRules(ctx context.Context, uid, lbName, vpc string, current []ec2types.SecurityGroup, filters []ec2Filter) error {
 	if vpc != "" {
@@ -280,9 +280,12 @@ func (p *Provider) revokeStaleNodeRules(ctx context.Context, uid, lbName, vpc st
 		if keep[aws.ToString(g.GroupId)] {
 			continue
 		}
-		rules := ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lbName })
-		if len(rules) > 0 {
-			if err := p.revokeOwned(ctx, g, rules, uid, lbName); err != nil {
+		for _, lb := range lbNamesOfRules(g.IpPermissions, uid) {
+			if lbName != "" && lb != lbName {
+				continue
+			}
+			rules := ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lb })
+			if err := p.revokeOwned(ctx, g, rules, uid, lb); err != nil {
 				return err
 			}
 		}
@@ -504,7 +507,15 @@ func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.
 		filters = append(filters, ec2Filter{Name: aws.String("group-name"), Values: []string{securityGroupName(lbName, 0), securityGroupName(lbName, 0) + "-*"}})
 	}
 	groups, err := p.describeGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: filters})
-	if err != nil {
+	if err != nil || len(groups) == 0 {
+		return err
+	}
+	// Rules letting these groups in (an older Portico's node rules for a Classic ELB) go first.
+	ids := make([]string, len(groups))
+	for i, g := range groups {
+		ids[i] = aws.ToString(g.GroupId)
+	}
+	if err := p.revokeStaleNodeRules(ctx, ref.UID, lbName, "", nil, []ec2Filter{{Name: aws.String("ip-permission.group-id"), Values: ids}}); err != nil {
 		return err
 	}
 	for _, g := range groups {

@@ -228,7 +228,7 @@ func (p *Provider) deleteTargetGroup(ctx context.Context, arn string) error {
 
 // deleteOwnedTargetGroups deletes the target groups tagged as owned for ref, attached or not
 // (a crash between creating a group and its listener leaves one unattached).
-func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Ref) error {
+func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Ref, deleted []string) error {
 	var all []elbv2types.TargetGroup
 	pager := elbv2.NewDescribeTargetGroupsPaginator(targetGroupAPI(p.elbv2), &elbv2.DescribeTargetGroupsInput{})
 	for pager.HasMorePages() {
@@ -238,9 +238,33 @@ func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Re
 		}
 		all = append(all, page.TargetGroups...)
 	}
-	arns := make([]string, len(all))
-	for i, tg := range all {
-		arns[i] = aws.ToString(tg.TargetGroupArn)
+	// A target group attached to a load balancer that exists and is not one of ref's belongs to
+	// that load balancer's Service: only the others' tags are read.
+	live := map[string]bool{}
+	if slices.ContainsFunc(all, func(tg elbv2types.TargetGroup) bool { return len(tg.LoadBalancerArns) > 0 }) {
+		lbs := elbv2.NewDescribeLoadBalancersPaginator(nlbAPI(p.elbv2), &elbv2.DescribeLoadBalancersInput{})
+		for lbs.HasMorePages() {
+			page, err := lbs.NextPage(ctx)
+			if err != nil {
+				return fmt.Errorf("listing load balancers: %w", err)
+			}
+			for _, lb := range page.LoadBalancers {
+				live[aws.ToString(lb.LoadBalancerArn)] = true
+			}
+		}
+	}
+	for _, arn := range deleted {
+		delete(live, arn)
+	}
+	var arns []string
+	for _, tg := range all {
+		attached := len(tg.LoadBalancerArns) > 0
+		for _, lb := range tg.LoadBalancerArns {
+			attached = attached && live[lb]
+		}
+		if !attached {
+			arns = append(arns, aws.ToString(tg.TargetGroupArn))
+		}
 	}
 	tags, err := p.nlbTags(ctx, arns)
 	if err != nil {
