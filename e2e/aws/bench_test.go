@@ -3,7 +3,6 @@ package aws_test
 import (
 	"bufio"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"strconv"
@@ -25,24 +24,15 @@ import (
 // Classic ELB about 8-9 reads (taken as 9). Not measured.
 var anchorResync = map[string]float64{kindNLB: 11, kindClassic: 9}
 
-var bench100 = flag.Bool("aws.bench100", false, "BenchmarkAWSCalls also runs 100 Services of each kind")
-
 // BenchmarkAWSCalls measures, through the real portico-controller against moto, the AWS API
 // calls per Service of a create, a no-op resync (the controller restarted: every Service is
 // re-ensured with nothing changed, the same provider call as a drift resync), a node added and
 // a delete, for 1 and 100 single-port Services of each kind; and the time until moto holds the
 // added node in every load balancer. Calls are counted by moto's recorder and cross-checked
 // against the provider's portico_aws_api_calls_total.
-//
-// The 100-Service cases run only with -aws.bench100: they stop at the node security group's
-// rule quota today (docs/aws.md, "known limit"), and make bench must not fail on a known gap.
 func BenchmarkAWSCalls(b *testing.B) {
-	sizes := []int{1}
-	if *bench100 {
-		sizes = append(sizes, 100)
-	}
 	for _, kind := range []string{kindNLB, kindClassic} {
-		for _, n := range sizes {
+		for _, n := range []int{1, 100} {
 			b.Run(fmt.Sprintf("kind=%s/services=%d", kind, n), func(b *testing.B) {
 				for range b.N {
 					benchAWSCalls(b, kind, n)

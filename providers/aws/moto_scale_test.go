@@ -17,7 +17,6 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
-	"github.com/go-logr/logr/testr"
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
@@ -29,16 +28,9 @@ import (
 // backend group the node group lets in; after deleting them nothing tagged for the cluster is
 // left and the node group holds none of Portico's rules.
 func TestHundredServicesMoto(t *testing.T) {
-	const perKind = 40
+	const perKind = 100
 	f := seed(t, 3)
 	p := f.provider(annotations.AWSClassic)
-	{
-		cfg := awsConfig(f.url)
-		cfg.APIOptions = append(cfg.APIOptions, timingMW)
-		var err error
-		p, err = NewWithConfig(cfg, Options{ClusterName: testCluster, DefaultType: annotations.AWSClassic, Logger: testr.New(f.t), Metrics: f.reg, ExtraTags: map[string]string{"team": "portico"}})
-		must(t, err)
-	}
 	ctx := context.Background()
 	var lbs []*providers.LoadBalancer
 	for i := range perKind {
@@ -59,7 +51,6 @@ func TestHundredServicesMoto(t *testing.T) {
 		}
 	}
 
-	t.Log(dumpTimes())
 	node := f.group(f.nodeSG)
 	if n := ruleCount(node); n > maxRulesPerGroup/2 {
 		t.Errorf("the node group holds %d rules for %d Services, want far under the quota of %d: %v", n, len(lbs), maxRulesPerGroup, f.nodeRules())
@@ -112,7 +103,6 @@ func TestHundredServicesMoto(t *testing.T) {
 	close(work)
 	wg.Wait()
 	t.Logf("%d Services deleted by 8 workers in %s, %s", len(lbs), time.Since(start).Round(time.Millisecond), perService(f.calls(), created, len(lbs)))
-	t.Log(dumpTimes())
 	if left := f.owned(); len(left) != 0 {
 		t.Errorf("after deleting every Service: %v", left)
 	}
@@ -138,6 +128,16 @@ func deleteEventually(t *testing.T, p *Provider, ref providers.Ref) {
 func perService(after, before map[string]float64, n int) string {
 	reads, writes := delta(before, after)
 	return fmt.Sprintf("%.1f reads and %.1f writes per Service", float64(total(reads))/float64(n), float64(total(writes))/float64(n))
+}
+
+// backendGroup is the cluster's backend group in the fixture's VPC; the test fails without one.
+func (f *fixture) backendGroup(p *Provider) string {
+	id, err := p.backendGroup(context.Background(), f.vpc, false)
+	must(f.t, err)
+	if id == "" {
+		f.t.Fatal("no backend security group")
+	}
+	return id
 }
 
 func ruleCount(g ec2types.SecurityGroup) int {
