@@ -78,6 +78,9 @@ type verifications struct {
 type verification struct {
 	hash string
 	at   time.Time
+	// model is the desired model converged; targetGroups the NLB's target groups then.
+	model        desiredLB
+	targetGroups []string
 }
 
 func (v *verifications) fresh(name, hash string) bool {
@@ -87,10 +90,18 @@ func (v *verifications) fresh(name, hash string) bool {
 	return ok && x.hash == hash && v.now().Sub(x.at) < v.period
 }
 
-func (v *verifications) done(name, hash string) {
+func (v *verifications) done(name, hash string, model desiredLB, targetGroups []string) {
 	v.mu.Lock()
-	v.m[name] = verification{hash: hash, at: v.now()}
+	v.m[name] = verification{hash: hash, at: v.now(), model: model, targetGroups: targetGroups}
 	v.mu.Unlock()
+}
+
+// get returns the verification of name if it is within the period.
+func (v *verifications) get(name string) (verification, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	x, ok := v.m[name]
+	return x, ok && v.now().Sub(x.at) < v.period
 }
 
 func (v *verifications) forget(name string) {
@@ -124,7 +135,7 @@ func (p *Provider) reader(kind annotations.AWSType) *lbReader {
 
 // recordApplied tags the load balancer with the hash of what was just converged (a write only
 // when it changed) and notes the verification.
-func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, hash string) error {
+func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, d desiredLB, hash string) error {
 	if rec.Tags[tagApplied] != hash {
 		var err error
 		tag := map[string]string{tagApplied: hash}
@@ -137,7 +148,7 @@ func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, hash string
 			return fmt.Errorf("tagging %s with the applied state: %w", rec.Name, err)
 		}
 	}
-	p.verified.done(rec.Name, hash)
+	p.verified.done(rec.Name, hash, d, rec.TargetGroups)
 	p.reader(rec.Kind).remember(rec.Name)
 	return nil
 }

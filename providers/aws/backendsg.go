@@ -58,12 +58,29 @@ type backendGroups struct {
 
 	mu  sync.Mutex
 	ids map[string]string // VPC -> group ID
+	// allowed are the node groups seen holding the backend rule (nodeset.go).
+	allowed map[string]bool
 }
 
 func (b *backendGroups) forget() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	clear(b.ids)
+	clear(b.allowed)
+}
+
+func (b *backendGroups) allow(group string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.allowed[group] = true
+}
+
+// allowsAny reports whether one of groups was seen holding the backend rule since the last
+// forget.
+func (b *backendGroups) allowsAny(groups []string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.ContainsFunc(groups, func(g string) bool { return b.allowed[g] })
 }
 
 // backendGroupName is the backend group's name for a cluster and VPC.
@@ -155,10 +172,11 @@ func hasBackendRule(g ec2types.SecurityGroup, backend string) bool {
 // call when all have it).
 func (p *Provider) allowBackend(ctx context.Context, groups []ec2types.SecurityGroup, backend string) error {
 	for _, g := range groups {
+		id := aws.ToString(g.GroupId)
 		if hasBackendRule(g, backend) {
+			p.backend.allow(id)
 			continue
 		}
-		id := aws.ToString(g.GroupId)
 		_, err := p.sgAPI().AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
 			GroupId: aws.String(id), IpPermissions: []ec2types.IpPermission{p.backendPermission(backend)},
 		})
@@ -168,6 +186,7 @@ func (p *Provider) allowBackend(ctx context.Context, groups []ec2types.SecurityG
 		if err != nil && !isCode(err, "InvalidPermission.Duplicate") {
 			return fmt.Errorf("adding the backend rule to security group %s: %w", id, err)
 		}
+		p.backend.allow(id)
 	}
 	return nil
 }

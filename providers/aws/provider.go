@@ -57,6 +57,7 @@ type Provider struct {
 
 	verified      *verifications
 	backend       *backendGroups
+	instances     *instanceCache
 	nlbReader     *lbReader
 	classicReader *lbReader
 }
@@ -107,15 +108,16 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 		now = time.Now
 	}
 	p := &Provider{
-		opts:     opts,
-		ec2:      ec2.NewFromConfig(cfg),
-		elb:      elb.NewFromConfig(cfg),
-		elbv2:    elbv2.NewFromConfig(cfg),
-		calls:    calls,
-		log:      opts.Logger,
-		cluster:  opts.ClusterName,
-		verified: &verifications{period: opts.VerifyPeriod, now: now, m: map[string]verification{}},
-		backend:  &backendGroups{ids: map[string]string{}},
+		opts:      opts,
+		ec2:       ec2.NewFromConfig(cfg),
+		elb:       elb.NewFromConfig(cfg),
+		elbv2:     elbv2.NewFromConfig(cfg),
+		calls:     calls,
+		log:       opts.Logger,
+		cluster:   opts.ClusterName,
+		verified:  &verifications{period: opts.VerifyPeriod, now: now, m: map[string]verification{}},
+		backend:   &backendGroups{ids: map[string]string{}, allowed: map[string]bool{}},
+		instances: &instanceCache{now: now, m: map[string]cachedInstance{}},
 	}
 	p.nlbReader = newLBReader(p.fetchNLBs, readWindow, readMaxAge, describeLBBatch, now)
 	p.classicReader = newLBReader(p.fetchClassics, readWindow, readMaxAge, describeLBBatch, now)
@@ -149,6 +151,9 @@ type lbRecord struct {
 	// SecurityGroups the load balancer carries, sorted (an NLB created without any never
 	// gets one).
 	SecurityGroups []string
+	// TargetGroups are the NLB's target groups as last converged (not read back by the
+	// batched reader; nodeset.go).
+	TargetGroups []string
 	// IPAddressType is the NLB's ipv4 or dualstack.
 	IPAddressType string
 }
@@ -169,6 +174,15 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 		return providers.Status{}, err
 	}
 	if !ok {
+		// Only the node set changed since the last convergence: register and deregister.
+		rec, ok, err = p.nodesOnly(ctx, lb.Ref, d, hash)
+		if err != nil {
+			p.verified.forget(d.Name)
+			p.reader(d.Kind).forget(d.Name)
+			return providers.Status{}, err
+		}
+	}
+	if !ok {
 		// Whatever happens next, nothing read before is trusted until a convergence succeeds.
 		p.verified.forget(d.Name)
 		p.reader(d.Kind).forget(d.Name)
@@ -178,7 +192,7 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 		if err := p.finishReplacement(ctx, lb.Ref, rec, lb.CurrentHostnames); err != nil {
 			return providers.Status{}, err
 		}
-		if err := p.recordApplied(ctx, rec, hash); err != nil {
+		if err := p.recordApplied(ctx, rec, d, hash); err != nil {
 			return providers.Status{}, err
 		}
 	}
