@@ -96,6 +96,17 @@ func (v *verifications) done(name, hash string, model desiredLB, targetGroups []
 	v.mu.Unlock()
 }
 
+// advance records a node-set change applied to name without a full verification: the model
+// and hash move on, the time of the last full verification stays.
+func (v *verifications) advance(name, hash string, model desiredLB) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if x, ok := v.m[name]; ok {
+		x.hash, x.model = hash, model
+		v.m[name] = x
+	}
+}
+
 // get returns the verification of name if it is within the period.
 func (v *verifications) get(name string) (verification, bool) {
 	v.mu.Lock()
@@ -136,6 +147,16 @@ func (p *Provider) reader(kind annotations.AWSType) *lbReader {
 // recordApplied tags the load balancer with the hash of what was just converged (a write only
 // when it changed) and notes the verification.
 func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, d desiredLB, hash string) error {
+	if err := p.tagApplied(ctx, rec, hash); err != nil {
+		return err
+	}
+	p.verified.done(rec.Name, hash, d, rec.TargetGroups)
+	p.reader(rec.Kind).remember(rec.Name)
+	return nil
+}
+
+// tagApplied writes the applied tag when it changed.
+func (p *Provider) tagApplied(ctx context.Context, rec *lbRecord, hash string) error {
 	if rec.Tags[tagApplied] != hash {
 		var err error
 		tag := map[string]string{tagApplied: hash}
@@ -148,8 +169,6 @@ func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, d desiredLB
 			return fmt.Errorf("tagging %s with the applied state: %w", rec.Name, err)
 		}
 	}
-	p.verified.done(rec.Name, hash, d, rec.TargetGroups)
-	p.reader(rec.Kind).remember(rec.Name)
 	return nil
 }
 

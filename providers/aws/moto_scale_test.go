@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -87,6 +88,40 @@ func TestHundredServicesMoto(t *testing.T) {
 		}
 	}
 
+	// A node joins every Service: one register call per target group or Classic ELB, the
+	// applied tag, and batched reads; the node group is not touched.
+	added := f.addNode()
+	addID, _ := instanceID(added.ProviderID)
+	for _, lb := range lbs {
+		lb.Nodes = f.nodes
+	}
+	before := f.calls()
+	start = time.Now()
+	for i, err := range ensureAll(t, p, lbs, 8) {
+		if err != nil {
+			t.Fatalf("Ensure(%s) with a node added: %v", lbs[i].Ref, err)
+		}
+	}
+	t.Logf("a node added to %d Services in %s, %s", len(lbs), time.Since(start).Round(time.Millisecond), perService(f.calls(), before, len(lbs)))
+	reads, writes := delta(before, f.calls())
+	wantWrites := map[string]int{
+		"Elastic Load Balancing v2:RegisterTargets":                perKind,
+		"Elastic Load Balancing:RegisterInstancesWithLoadBalancer": perKind,
+		"Elastic Load Balancing v2:AddTags":                        perKind,
+		"Elastic Load Balancing:AddTags":                           perKind,
+	}
+	if !maps.Equal(writes, wantWrites) {
+		t.Errorf("adding a node wrote %v, want %v", writes, wantWrites)
+	}
+	if n := total(reads); n > len(lbs)/2 {
+		t.Errorf("adding a node made %d reads for %d Services: %v", n, len(lbs), reads)
+	}
+	for name, ids := range f.targetsByLB() {
+		if !slices.Contains(ids, addID) {
+			t.Errorf("%s lacks the added node: %v", name, ids)
+		}
+	}
+
 	start = time.Now()
 	var wg sync.WaitGroup
 	work := make(chan *providers.LoadBalancer)
@@ -159,6 +194,29 @@ func (f *fixture) groupID(name string) string {
 		f.t.Fatalf("%d security groups named %s", len(out.SecurityGroups), name)
 	}
 	return aws.ToString(out.SecurityGroups[0].GroupId)
+}
+
+// targetsByLB returns the registered instances of every load balancer of both kinds, by name.
+func (f *fixture) targetsByLB() map[string][]string {
+	ctx := context.Background()
+	out := map[string][]string{}
+	c := elb.NewFromConfig(awsConfig(f.url))
+	pager := elb.NewDescribeLoadBalancersPaginator(c, &elb.DescribeLoadBalancersInput{})
+	for pager.HasMorePages() {
+		page, err := pager.NextPage(ctx)
+		must(f.t, err)
+		for _, lb := range page.LoadBalancerDescriptions {
+			for _, in := range lb.Instances {
+				out[aws.ToString(lb.LoadBalancerName)] = append(out[aws.ToString(lb.LoadBalancerName)], aws.ToString(in.InstanceId))
+			}
+		}
+	}
+	for name, v := range f.nlbs() {
+		for _, ids := range v.Targets {
+			out[name] = append(out[name], ids...)
+		}
+	}
+	return out
 }
 
 // groupsByLB returns the security groups of every load balancer of both kinds, by name.

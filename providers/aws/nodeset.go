@@ -112,13 +112,14 @@ func (p *Provider) nodesOnly(ctx context.Context, ref providers.Ref, d desiredLB
 				return nil, false, err
 			}
 		}
-		rec.TargetGroups = x.targetGroups
 	} else if err := p.registerInstances(ctx, d.Name, add, remove); err != nil {
 		return nil, false, err
 	}
-	if err := p.recordApplied(ctx, rec, d, hash); err != nil {
+	if err := p.tagApplied(ctx, rec, hash); err != nil {
 		return nil, false, err
 	}
+	p.verified.advance(d.Name, hash, d)
+	p.reader(d.Kind).remember(d.Name)
 	p.log.V(1).Info("Applied a node-set change", "service", ref, "name", d.Name, "added", add, "removed", remove)
 	return rec, true, nil
 }
