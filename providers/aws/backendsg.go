@@ -113,7 +113,8 @@ func (p *Provider) backendGroup(ctx context.Context, vpc string, create bool) (s
 	if err != nil {
 		return "", err
 	}
-	for _, g := range groups {
+	if len(groups) > 0 {
+		g := groups[0]
 		t := ec2Tags(g.Tags)
 		if t[clusterTag(p.cluster)] != tagOwned || t[tagResource] != resourceBackendSG {
 			return "", fmt.Errorf("security group %s (%s) exists but is not tagged %s=%s and %s=%s; not using it", name, aws.ToString(g.GroupId), clusterTag(p.cluster), tagOwned, tagResource, resourceBackendSG)
