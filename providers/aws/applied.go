@@ -107,6 +107,23 @@ func (v *verifications) advance(name, hash string, model desiredLB) {
 	}
 }
 
+// models returns up to n models of load balancers managing node rules, converged within the
+// period (in no particular order).
+func (v *verifications) models(n int) []desiredLB {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []desiredLB
+	for _, x := range v.m {
+		if len(out) == n {
+			break
+		}
+		if x.model.Name != "" && x.model.ManageNodeRules && v.now().Sub(x.at) < v.period {
+			out = append(out, x.model)
+		}
+	}
+	return out
+}
+
 // get returns the verification of name if it is within the period.
 func (v *verifications) get(name string) (verification, bool) {
 	v.mu.Lock()

@@ -14,6 +14,7 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -205,12 +206,20 @@ func (p *Provider) collectBackendGroups(ctx context.Context) error {
 	if err != nil || len(groups) == 0 {
 		return err
 	}
-	used, err := p.groupsOfLoadBalancers(ctx)
-	if err != nil {
-		return err
-	}
+	var used map[string]bool
 	for _, g := range groups {
 		id := aws.ToString(g.GroupId)
+		if inUse, err := p.knownUser(ctx, id); err != nil || inUse {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if used == nil {
+			if used, err = p.groupsOfLoadBalancers(ctx); err != nil {
+				return err
+			}
+		}
 		if used[id] {
 			continue
 		}
@@ -237,6 +246,41 @@ func (p *Provider) collectBackendGroups(ctx context.Context) error {
 		p.log.Info("Deleted the backend security group: no load balancer uses it", "id", id)
 	}
 	return nil
+}
+
+// knownUserTries is how many load balancers the provider converged lately knownUser asks about.
+const knownUserTries = 3
+
+// knownUser reports whether one of the load balancers this provider converged lately still
+// exists and carries group: a few reads by name instead of listing the region's load
+// balancers. Any load balancer it finds will run its own collection when it is deleted.
+func (p *Provider) knownUser(ctx context.Context, group string) (bool, error) {
+	for _, m := range p.verified.models(knownUserTries) {
+		var groups []string
+		if m.Kind == annotations.AWSNLB {
+			lb, err := p.findNLB(ctx, m.Name)
+			if err != nil || lb == nil {
+				if err != nil {
+					return false, err
+				}
+				continue
+			}
+			groups = lb.SecurityGroups
+		} else {
+			lb, err := p.findClassic(ctx, m.Name)
+			if err != nil || lb == nil {
+				if err != nil {
+					return false, err
+				}
+				continue
+			}
+			groups = lb.SecurityGroups
+		}
+		if slices.Contains(groups, group) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // revokeBackendRules revokes every rule referencing the backend group (which must go before the

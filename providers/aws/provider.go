@@ -301,13 +301,11 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 	// written by an older Portico; when no load balancer is left to tell (a retried Delete),
 	// every group is scanned for them.
 	scan := len(recs) == 0
-	var arns []string
 	for _, r := range recs {
 		p.verified.forget(r.Name)
 		p.reader(r.Kind).forget(r.Name)
 		if r.Kind == annotations.AWSNLB {
 			scan = scan || len(r.SecurityGroups) == 0
-			arns = append(arns, r.ARN)
 			err = p.deleteNLBByARN(ctx, ref, r.Name, r.ARN)
 		} else {
 			err = p.deleteClassic(ctx, r.Name)
@@ -317,7 +315,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 		}
 	}
 	// What a crash may have left without a load balancer.
-	if err := p.deleteOwnedTargetGroups(ctx, ref, arns); err != nil {
+	if err := p.deleteOwnedTargetGroups(ctx, ref); err != nil {
 		return err
 	}
 	if scan {

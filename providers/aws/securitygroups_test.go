@@ -138,3 +138,15 @@ func TestNLBGroupLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestLBNameOfARN(t *testing.T) {
+	for arn, want := range map[string]string{
+		"arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/net/k8s-web-0123456789abcdef0123/50dc6c495c0c9188": "k8s-web-0123456789abcdef0123",
+		"arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/app/x/7e8cbc3c16dd3eb0":                            "x",
+		"not-an-arn": "",
+	} {
+		if got := lbNameOfARN(arn); got != want {
+			t.Errorf("lbNameOfARN(%q) = %q, want %q", arn, got, want)
+		}
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -228,7 +230,7 @@ func (p *Provider) deleteTargetGroup(ctx context.Context, arn string) error {
 
 // deleteOwnedTargetGroups deletes the target groups tagged as owned for ref, attached or not
 // (a crash between creating a group and its listener leaves one unattached).
-func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Ref, deleted []string) error {
+func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Ref) error {
 	var all []elbv2types.TargetGroup
 	pager := elbv2.NewDescribeTargetGroupsPaginator(targetGroupAPI(p.elbv2), &elbv2.DescribeTargetGroupsInput{})
 	for pager.HasMorePages() {
@@ -238,31 +240,20 @@ func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Re
 		}
 		all = append(all, page.TargetGroups...)
 	}
-	// A target group attached to a load balancer that exists and is not one of ref's belongs to
-	// that load balancer's Service: only the others' tags are read.
-	live := map[string]bool{}
-	if slices.ContainsFunc(all, func(tg elbv2types.TargetGroup) bool { return len(tg.LoadBalancerArns) > 0 }) {
-		lbs := elbv2.NewDescribeLoadBalancersPaginator(nlbAPI(p.elbv2), &elbv2.DescribeLoadBalancersInput{})
-		for lbs.HasMorePages() {
-			page, err := lbs.NextPage(ctx)
-			if err != nil {
-				return fmt.Errorf("listing load balancers: %w", err)
-			}
-			for _, lb := range page.LoadBalancers {
-				live[aws.ToString(lb.LoadBalancerArn)] = true
-			}
-		}
-	}
-	for _, arn := range deleted {
-		delete(live, arn)
+	// A target group attached only to other Services' load balancers is theirs: only the tags
+	// of the others are read, those attached to nothing or to a load balancer named as one of
+	// ref's (lbName; moto keeps a deleted load balancer's ARN on its target groups).
+	mine := map[string]bool{}
+	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
+		mine[lbName(p.cluster, ref, annotations.AWSNLB, scheme)] = true
 	}
 	var arns []string
 	for _, tg := range all {
-		attached := len(tg.LoadBalancerArns) > 0
+		candidate := len(tg.LoadBalancerArns) == 0
 		for _, lb := range tg.LoadBalancerArns {
-			attached = attached && live[lb]
+			candidate = candidate || mine[lbNameOfARN(lb)]
 		}
-		if !attached {
+		if candidate {
 			arns = append(arns, aws.ToString(tg.TargetGroupArn))
 		}
 	}
@@ -278,4 +269,13 @@ func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Re
 		}
 	}
 	return nil
+}
+
+// lbNameOfARN returns the name in a load balancer ARN (...:loadbalancer/net/<name>/<id>).
+func lbNameOfARN(arn string) string {
+	parts := strings.Split(arn, "/")
+	if len(parts) < 4 {
+		return ""
+	}
+	return parts[len(parts)-2]
 }
