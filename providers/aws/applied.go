@@ -46,7 +46,7 @@ const (
 	// readWindow is how long the first Ensure of a batch waits for others to join it.
 	readWindow = 20 * time.Millisecond
 	// readMaxAge is how long a batched answer serves a later Ensure of the same load balancer.
-	readMaxAge = 10 * time.Second
+	readMaxAge = time.Minute
 	// describeLBBatch is the most load balancers one batched read covers: ELBv2 DescribeTags
 	// and Classic DescribeTags take at most 20.
 	describeLBBatch = 20
