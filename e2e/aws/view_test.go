@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
@@ -113,7 +114,8 @@ func (v *awsView) all() ([]*lbView, error) {
 		return nil, fmt.Errorf("describing NLBs: %w", err)
 	}
 	for _, l := range v2.LoadBalancers {
-		out = append(out, &lbView{Kind: kindNLB, Name: aws.ToString(l.LoadBalancerName), ARN: aws.ToString(l.LoadBalancerArn), DNS: aws.ToString(l.DNSName), Scheme: string(l.Scheme)})
+		out = append(out, &lbView{Kind: kindNLB, Name: aws.ToString(l.LoadBalancerName), ARN: aws.ToString(l.LoadBalancerArn), DNS: aws.ToString(l.DNSName), Scheme: string(l.Scheme),
+			SecurityGroups: l.SecurityGroups})
 	}
 	cl, err := v.elb.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{})
 	if err != nil {
@@ -245,14 +247,14 @@ func (v *awsView) classic(l *lbView) (*lbView, error) {
 	return l, nil
 }
 
-// sourceCIDRs returns the client CIDRs the load balancer admits: a Classic ELB's own security
-// group's TCP rules; for an NLB the node security group's rules the provider marked as the
-// load balancer's client rules.
+// sourceCIDRs returns the client CIDRs the load balancer admits: the TCP rules of its security
+// groups (a Classic ELB, an NLB created with groups); for an NLB without groups the node
+// security group's rules the provider marked as the load balancer's client rules.
 func (v *awsView) sourceCIDRs(l *lbView) ([]string, error) {
 	ctx, cancel := ctx10()
 	defer cancel()
 	set := map[string]bool{}
-	if l.Kind == kindClassic {
+	if l.Kind == kindClassic || len(l.SecurityGroups) > 0 {
 		if len(l.SecurityGroups) == 0 {
 			return nil, nil
 		}
@@ -293,7 +295,7 @@ func (v *awsView) sourceCIDRs(l *lbView) ([]string, error) {
 }
 
 // ownedNodeRules lists the node security group's rules the provider wrote (description
-// "portico/..."), as "proto:from-to:cidr desc".
+// "portico/..."), as "proto:from-to:source desc".
 func (v *awsView) ownedNodeRules() []string {
 	ctx, cancel := ctx10()
 	defer cancel()
@@ -302,12 +304,21 @@ func (v *awsView) ownedNodeRules() []string {
 		return []string{"error: " + err.Error()}
 	}
 	var rules []string
+	add := func(p ec2types.IpPermission, src, desc string) {
+		if strings.HasPrefix(desc, "portico/") {
+			rules = append(rules, fmt.Sprintf("%s:%d-%d:%s %s", aws.ToString(p.IpProtocol), aws.ToInt32(p.FromPort), aws.ToInt32(p.ToPort), src, desc))
+		}
+	}
 	for _, g := range out.SecurityGroups {
 		for _, p := range g.IpPermissions {
 			for _, r := range p.IpRanges {
-				if strings.HasPrefix(aws.ToString(r.Description), "portico/") {
-					rules = append(rules, fmt.Sprintf("%s:%d-%d:%s %s", aws.ToString(p.IpProtocol), aws.ToInt32(p.FromPort), aws.ToInt32(p.ToPort), aws.ToString(r.CidrIp), aws.ToString(r.Description)))
-				}
+				add(p, aws.ToString(r.CidrIp), aws.ToString(r.Description))
+			}
+			for _, r := range p.Ipv6Ranges {
+				add(p, aws.ToString(r.CidrIpv6), aws.ToString(r.Description))
+			}
+			for _, r := range p.UserIdGroupPairs {
+				add(p, aws.ToString(r.GroupId), aws.ToString(r.Description))
 			}
 		}
 	}

@@ -36,7 +36,7 @@ import (
 
 // appliedVersion changes when the meaning of a desired model changes (a new field applied), so
 // that an upgraded provider converges every load balancer once.
-const appliedVersion = "1"
+const appliedVersion = "2" // 2: the shared backend security group (backendsg.go)
 
 // DefaultVerifyPeriod is how often a load balancer whose desired model is unchanged is fully
 // read back and repaired.
@@ -46,7 +46,7 @@ const (
 	// readWindow is how long the first Ensure of a batch waits for others to join it.
 	readWindow = 20 * time.Millisecond
 	// readMaxAge is how long a batched answer serves a later Ensure of the same load balancer.
-	readMaxAge = 10 * time.Second
+	readMaxAge = time.Minute
 	// describeLBBatch is the most load balancers one batched read covers: ELBv2 DescribeTags
 	// and Classic DescribeTags take at most 20.
 	describeLBBatch = 20
@@ -78,6 +78,9 @@ type verifications struct {
 type verification struct {
 	hash string
 	at   time.Time
+	// model is the desired model converged; targetGroups the NLB's target groups then.
+	model        desiredLB
+	targetGroups []string
 }
 
 func (v *verifications) fresh(name, hash string) bool {
@@ -87,10 +90,46 @@ func (v *verifications) fresh(name, hash string) bool {
 	return ok && x.hash == hash && v.now().Sub(x.at) < v.period
 }
 
-func (v *verifications) done(name, hash string) {
+func (v *verifications) done(name, hash string, model desiredLB, targetGroups []string) {
 	v.mu.Lock()
-	v.m[name] = verification{hash: hash, at: v.now()}
+	v.m[name] = verification{hash: hash, at: v.now(), model: model, targetGroups: targetGroups}
 	v.mu.Unlock()
+}
+
+// advance records a node-set change applied to name without a full verification: the model
+// and hash move on, the time of the last full verification stays.
+func (v *verifications) advance(name, hash string, model desiredLB) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if x, ok := v.m[name]; ok {
+		x.hash, x.model = hash, model
+		v.m[name] = x
+	}
+}
+
+// models returns up to n models of load balancers managing node rules, converged within the
+// period (in no particular order).
+func (v *verifications) models(n int) []desiredLB {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []desiredLB
+	for _, x := range v.m {
+		if len(out) == n {
+			break
+		}
+		if x.model.Name != "" && x.model.ManageNodeRules && v.now().Sub(x.at) < v.period {
+			out = append(out, x.model)
+		}
+	}
+	return out
+}
+
+// get returns the verification of name if it is within the period.
+func (v *verifications) get(name string) (verification, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	x, ok := v.m[name]
+	return x, ok && v.now().Sub(x.at) < v.period
 }
 
 func (v *verifications) forget(name string) {
@@ -124,7 +163,17 @@ func (p *Provider) reader(kind annotations.AWSType) *lbReader {
 
 // recordApplied tags the load balancer with the hash of what was just converged (a write only
 // when it changed) and notes the verification.
-func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, hash string) error {
+func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, d desiredLB, hash string) error {
+	if err := p.tagApplied(ctx, rec, hash); err != nil {
+		return err
+	}
+	p.verified.done(rec.Name, hash, d, rec.TargetGroups)
+	p.reader(rec.Kind).remember(rec.Name)
+	return nil
+}
+
+// tagApplied writes the applied tag when it changed.
+func (p *Provider) tagApplied(ctx context.Context, rec *lbRecord, hash string) error {
 	if rec.Tags[tagApplied] != hash {
 		var err error
 		tag := map[string]string{tagApplied: hash}
@@ -137,8 +186,6 @@ func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, hash string
 			return fmt.Errorf("tagging %s with the applied state: %w", rec.Name, err)
 		}
 	}
-	p.verified.done(rec.Name, hash)
-	p.reader(rec.Kind).remember(rec.Name)
 	return nil
 }
 

@@ -125,7 +125,20 @@ func (p *Provider) createClassic(ctx context.Context, ref providers.Ref, d desir
 		}
 		groups = []string{aws.ToString(g.GroupId)}
 	}
-	groups = append(groups, d.Classic.ExtraSecurityGroups...)
+	groups, backend, err := p.attachedGroups(ctx, d, vpc, nil, append(groups, d.Classic.ExtraSecurityGroups...))
+	if err != nil {
+		return nil, nil, err
+	}
+	if backend != "" && d.ManageNodeRules {
+		// The node rule goes first: the load balancer serves as soon as it exists.
+		nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := p.allowBackend(ctx, nodeGroups, backend); err != nil {
+			return nil, nil, err
+		}
+	}
 	tags := maps.Clone(d.Tags)
 	if v := replacedValue(olds, d.Name); v != "" {
 		tags[tagReplaces] = v
@@ -165,6 +178,8 @@ func classicRecord(cur *elbtypes.LoadBalancerDescription, tags map[string]string
 		VPC:     aws.ToString(cur.VPCId),
 		Subnets: slices.Sorted(slices.Values(cur.Subnets)),
 		Tags:    tags,
+
+		SecurityGroups: slices.Sorted(slices.Values(cur.SecurityGroups)),
 	}
 	return rec
 }
@@ -182,34 +197,6 @@ func (p *Provider) findClassic(ctx context.Context, name string) (*elbtypes.Load
 		return nil, nil
 	}
 	return &out.LoadBalancerDescriptions[0], nil
-}
-
-// findOwnedClassics pages through the region's Classic ELBs and reads their tags in batches.
-func (p *Provider) findOwnedClassics(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
-	var all []elbtypes.LoadBalancerDescription
-	pager := elb.NewDescribeLoadBalancersPaginator(p.clb(), &elb.DescribeLoadBalancersInput{})
-	for pager.HasMorePages() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing Classic ELBs: %w", err)
-		}
-		all = append(all, page.LoadBalancerDescriptions...)
-	}
-	names := make([]string, len(all))
-	for i, lb := range all {
-		names[i] = aws.ToString(lb.LoadBalancerName)
-	}
-	tags, err := p.classicTags(ctx, names)
-	if err != nil {
-		return nil, err
-	}
-	var out []lbRecord
-	for i := range all {
-		if t := tags[names[i]]; ownedBy(t, p.cluster, ref.UID) {
-			out = append(out, *classicRecord(&all[i], t))
-		}
-	}
-	return out, nil
 }
 
 func (p *Provider) classicTags(ctx context.Context, names []string) (map[string]map[string]string, error) {
@@ -546,16 +533,19 @@ func elbInstances(ids []string) []elbtypes.Instance {
 }
 
 // reconcileClassicSecurity converges the load balancer's security groups (its own, or the
-// configured ones), its own groups' rules (split across groups when the source ranges need more
-// rules than one group holds), and the node groups' rules letting it in. A group no longer
-// needed is detached, unreferenced, then deleted.
+// configured ones, the extra ones and the cluster's backend group), its own groups' rules
+// (split across groups when the source ranges need more rules than one group holds), and the
+// node groups' rule letting the backend group in (backendsg.go). A group no longer needed is
+// detached, unreferenced, then deleted.
 func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.Ref, d desiredLB, cur *elbtypes.LoadBalancerDescription, insts []instance) error {
+	vpc := aws.ToString(cur.VPCId)
 	groups := slices.Clone(d.Classic.SecurityGroups)
 	var extra []ec2types.SecurityGroup
 	if len(groups) == 0 {
-		// desired checked that the groups, with the extra ones, are at most maxClassicGroups.
+		// desired checked that the groups, with the extra and backend ones, are at most
+		// maxClassicGroups.
 		chunks := splitRules(classicRules(d), maxRulesPerGroup)
-		own, err := p.ensureOwnSecurityGroups(ctx, d, aws.ToString(cur.VPCId), len(chunks))
+		own, err := p.ensureOwnSecurityGroups(ctx, d, vpc, len(chunks))
 		if err != nil {
 			return err
 		}
@@ -574,38 +564,37 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 			return err
 		}
 	}
-	groups = append(groups, d.Classic.ExtraSecurityGroups...)
-	slices.Sort(groups)
-	groups = slices.Compact(groups)
+	from := slices.Concat(groups, d.Classic.ExtraSecurityGroups)
+	groups, backend, err := p.attachedGroups(ctx, d, vpc, cur.SecurityGroups, from)
+	if err != nil {
+		return err
+	}
+	if d.ManageNodeRules {
+		// Before the group is attached, so that the load balancer never lacks the rule.
+		nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
+		if err != nil {
+			return err
+		}
+		if err := p.allowBackend(ctx, nodeGroups, backend); err != nil {
+			return err
+		}
+	}
 	if a := slices.Sorted(slices.Values(cur.SecurityGroups)); !slices.Equal(a, groups) {
 		if _, err := p.clb().ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(d.Name), SecurityGroups: groups}); err != nil {
 			return fmt.Errorf("applying security groups to %s: %w", d.Name, err)
 		}
+		cur.SecurityGroups = groups
 	}
 	if !d.ManageNodeRules {
 		// The extra groups may still be referenced from the nodes: leave them for Delete.
 		return nil
 	}
-	nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
-	if err != nil {
-		return err
-	}
-	var rules []sgRule
-	for _, g := range groups {
-		rules = append(rules, sgRule{Protocol: "-1", Group: g, Purpose: "elb"})
-	}
-	for _, g := range nodeGroups {
-		if err := p.reconcileRules(ctx, g, ref.UID, d.Name, rules); err != nil {
-			return err
-		}
-	}
-	// Groups letting the load balancer in that no node uses any more (or that let in a group
-	// about to be deleted).
-	from := slices.Clone(groups)
+	// Rules an older Portico added to node groups for this load balancer alone (one per group
+	// of the load balancer), and rules letting in a group about to be deleted.
 	for _, g := range extra {
 		from = append(from, aws.ToString(g.GroupId))
 	}
-	if err := p.revokeStaleNodeRules(ctx, ref.UID, d.Name, aws.ToString(cur.VPCId), nodeGroups, []ec2Filter{{Name: aws.String("ip-permission.group-id"), Values: from}}); err != nil {
+	if err := p.revokeStaleNodeRules(ctx, ref.UID, d.Name, vpc, nil, []ec2Filter{{Name: aws.String("ip-permission.group-id"), Values: from}}); err != nil {
 		return err
 	}
 	for _, g := range extra {

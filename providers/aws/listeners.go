@@ -55,6 +55,7 @@ func (p *Provider) reconcileListeners(ctx context.Context, d desiredLB, rec *lbR
 		if err != nil {
 			return err
 		}
+		rec.TargetGroups = append(rec.TargetGroups, tgARN)
 		if err := p.reconcileTargets(ctx, tgARN, l.TG.Name, instances); err != nil {
 			return err
 		}

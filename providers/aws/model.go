@@ -198,6 +198,9 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 			err = nlbAddresses(&d.NLB, spec, scheme)
 		}
 		d.Warnings = append(d.Warnings, nlbWarnings(spec)...)
+		if err == nil {
+			err = checkNLBGroups(d)
+		}
 	default:
 		d.Classic = classicDesired(lb, p.opts.SecurityGroups)
 		d.Warnings = append(d.Warnings, classicWarnings(spec)...)
@@ -635,17 +638,54 @@ func classicHealth(lb *providers.LoadBalancer, first classicListener) classicHea
 }
 
 // checkClassicGroups rejects source ranges that need more own security groups than a Classic
-// ELB can take besides its extra groups.
+// ELB can take besides its extra groups and the backend group.
 func checkClassicGroups(d desiredLB) error {
-	if len(d.Classic.SecurityGroups) > 0 {
+	backend := 0
+	if d.ManageNodeRules {
+		backend = 1
+	}
+	if given := len(d.Classic.SecurityGroups); given > 0 {
+		if n := given + len(d.Classic.ExtraSecurityGroups) + backend; n > maxClassicGroups {
+			return providers.Invalid("metadata.annotations["+annotations.AWSSecurityGroups+"]", "%d security groups, %d extra ones and the cluster's backend group make %d; a Classic ELB takes at most %d", given, len(d.Classic.ExtraSecurityGroups), n, maxClassicGroups)
+		}
 		return nil
 	}
 	n := len(splitRules(classicRules(d), maxRulesPerGroup))
-	if room := maxClassicGroups - len(d.Classic.ExtraSecurityGroups); n > room {
-		return providers.Invalid("spec.loadBalancerSourceRanges", "%d source ranges need %d rules, %d security groups of %d rules; a Classic ELB takes at most %d groups, %d of them given as extra groups: shorten the list",
-			len(d.SourceCIDRs), len(classicRules(d)), n, maxRulesPerGroup, maxClassicGroups, len(d.Classic.ExtraSecurityGroups))
+	if room := maxClassicGroups - len(d.Classic.ExtraSecurityGroups) - backend; n > room {
+		return providers.Invalid("spec.loadBalancerSourceRanges", "%d source ranges need %d rules, %d security groups of %d rules; a Classic ELB takes at most %d groups, %d of them given as extra groups and %d the cluster's backend group: shorten the list",
+			len(d.SourceCIDRs), len(classicRules(d)), n, maxRulesPerGroup, maxClassicGroups, len(d.Classic.ExtraSecurityGroups), backend)
 	}
 	return nil
+}
+
+// checkNLBGroups rejects source ranges that need more own security groups than an NLB can take
+// besides the backend group.
+func checkNLBGroups(d desiredLB) error {
+	n := len(splitRules(nlbFrontendRules(d), maxRulesPerGroup))
+	if room := maxNLBGroups - 1; n > room {
+		return providers.Invalid("spec.loadBalancerSourceRanges", "%d source ranges need %d rules, %d security groups of %d rules; an NLB takes at most %d groups, one of them the cluster's backend group: shorten the list",
+			len(d.SourceCIDRs), len(nlbFrontendRules(d)), n, maxRulesPerGroup, maxNLBGroups)
+	}
+	return nil
+}
+
+// nlbFrontendRules are the ingress rules of an NLB's own security groups: every listener port
+// and protocol, and ICMP "fragmentation needed", from the source ranges.
+func nlbFrontendRules(d desiredLB) []sgRule {
+	var rules []sgRule
+	seen := map[string]bool{}
+	for _, l := range d.NLB.Listeners {
+		for _, proto := range transportProtocols(l.Protocol) {
+			for _, c := range d.SourceCIDRs {
+				r := sgRule{Protocol: proto, From: l.Port, To: l.Port, CIDR: c, Purpose: "client"}
+				if !seen[r.key()] {
+					seen[r.key()] = true
+					rules = append(rules, r)
+				}
+			}
+		}
+	}
+	return append(rules, mtuRules(d.SourceCIDRs, seen)...)
 }
 
 // classicRules are the ingress rules of a Classic ELB's own security group: every listener port

@@ -92,11 +92,12 @@ func TestClassicLifecycleMoto(t *testing.T) {
 		!a.ConnectionDraining.Enabled || aws.ToInt32(a.ConnectionDraining.Timeout) != 45 {
 		t.Errorf("attributes: cross-zone %v, idle %v, draining %+v", a.CrossZoneLoadBalancing.Enabled, aws.ToInt32(a.ConnectionSettings.IdleTimeout), a.ConnectionDraining)
 	}
-	if len(groups) != 2 || !slices.Contains(groups, aws.ToString(extra.GroupId)) {
-		t.Errorf("security groups %v: want its own and %s", groups, aws.ToString(extra.GroupId))
+	backend := f.backendGroup(p)
+	if len(groups) != 3 || !slices.Contains(groups, aws.ToString(extra.GroupId)) || !slices.Contains(groups, backend) {
+		t.Errorf("security groups %v: want its own, %s and the backend group %s", groups, aws.ToString(extra.GroupId), backend)
 	}
-	if rules := f.nodeRules(); len(rules) != 2 || rules[0][:4] != "-1:0" {
-		t.Errorf("node rules = %v, want one rule from each of the ELB's security groups", rules)
+	if rules, want := f.nodeRules(), []string{"-1:0-0<-" + backend + " (traffic)"}; !slices.Equal(rules, want) {
+		t.Errorf("node rules = %v, want %v: the backend group's rule alone", rules, want)
 	}
 
 	// Steady state: no writes.

@@ -206,6 +206,18 @@ func (f *fixture) provider(defaultType annotations.AWSType) *Provider {
 	return p
 }
 
+// legacyProvider creates NLBs without security groups, as Portico did before the backend group:
+// their per-Service node rules are still maintained.
+func (f *fixture) legacyProvider(defaultType annotations.AWSType) *Provider {
+	f.reg = prometheus.NewRegistry()
+	p, err := NewWithConfig(awsConfig(f.url), Options{
+		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,
+		ExtraTags: map[string]string{"team": "portico"}, sgLessNLBs: true,
+	})
+	must(f.t, err)
+	return p
+}
+
 // calls returns the provider's own count of AWS operations by name.
 func (f *fixture) calls() map[string]float64 {
 	mfs, err := f.reg.Gather()

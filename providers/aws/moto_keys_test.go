@@ -127,8 +127,8 @@ func TestNLBAnnotationsMoto(t *testing.T) {
 			}
 		}
 	}
-	if rules := f.nodeRules(); !slices.Contains(rules, "tcp:30080-30080<-::/0 (client)") {
-		t.Errorf("dual stack without source ranges: node rules lack ::/0: %v", rules)
+	if rules := f.lbRules(name); !slices.Contains(rules, "tcp:80-80<-::/0 (client)") {
+		t.Errorf("dual stack without source ranges: the NLB's group lacks ::/0: %v", rules)
 	}
 
 	// Changes in place: an attribute back, dual stack off, the access log off.

@@ -83,8 +83,15 @@ func (f *fixture) nlbs() map[string]nlbView {
 }
 
 // nodeRules returns the node group's rules written by the provider, as "proto:from-to<-cidr (purpose)".
-func (f *fixture) nodeRules() []string {
-	out, err := f.ec2.DescribeSecurityGroups(context.Background(), &ec2.DescribeSecurityGroupsInput{GroupIds: []string{f.nodeSG}})
+func (f *fixture) nodeRules() []string { return f.groupRules(f.nodeSG) }
+
+// lbRules are the rules of a load balancer's first own security group, as nodeRules.
+func (f *fixture) lbRules(lbName string) []string {
+	return f.groupRules(f.groupID(securityGroupName(lbName, 0)))
+}
+
+func (f *fixture) groupRules(group string) []string {
+	out, err := f.ec2.DescribeSecurityGroups(context.Background(), &ec2.DescribeSecurityGroupsInput{GroupIds: []string{group}})
 	must(f.t, err)
 	var rules []string
 	visit(out.SecurityGroups[0].IpPermissions, func(r sgRule, desc string) {
@@ -191,15 +198,19 @@ func TestNLBLifecycleMoto(t *testing.T) {
 			t.Errorf("tag %s = %q, want %q", k, v.Tags[k], want)
 		}
 	}
-	rules := f.nodeRules()
-	for _, want := range []string{
-		"tcp:30053-30053<-198.18.200.0/24 (client)", "udp:30053-30053<-198.18.200.0/24 (client)",
-		"udp:30514-30514<-198.18.200.0/24 (client)", "tcp:30080-30080<-198.18.1.0/24 (health)",
-		"tcp:30443-30443<-198.18.2.0/24 (health)", "icmp:3-4<-198.18.200.0/24 (mtu)",
-	} {
-		if !slices.Contains(rules, want) {
-			t.Errorf("node rules lack %q: %v", want, rules)
-		}
+	// The source range on every listener port and protocol in the NLB's own group; the node
+	// group lets the backend group in, nothing else.
+	want := []string{
+		"icmp:3-4<-198.18.200.0/24 (mtu)", "tcp:443-443<-198.18.200.0/24 (client)",
+		"tcp:53-53<-198.18.200.0/24 (client)", "tcp:80-80<-198.18.200.0/24 (client)",
+		"udp:514-514<-198.18.200.0/24 (client)", "udp:53-53<-198.18.200.0/24 (client)",
+	}
+	if got := f.lbRules(name); !slices.Equal(got, want) {
+		t.Errorf("rules of the NLB's group = %v, want %v", got, want)
+	}
+	backend := f.backendGroup(p)
+	if got, want := f.nodeRules(), []string{"-1:0-0<-" + backend + " (traffic)"}; !slices.Equal(got, want) {
+		t.Errorf("node rules = %v, want %v", got, want)
 	}
 
 	// Steady state: only Describe calls.
@@ -257,8 +268,8 @@ func TestNLBLifecycleMoto(t *testing.T) {
 			t.Errorf("Local: health check of %s = %s, want HTTP:32000/healthz", port, hc)
 		}
 	}
-	if rules := f.nodeRules(); !slices.Contains(rules, "tcp:32000-32000<-198.18.1.0/24 (health)") {
-		t.Errorf("Local: node rules lack the health-check node port: %v", rules)
+	if got, want := f.nodeRules(), []string{"-1:0-0<-" + backend + " (traffic)"}; !slices.Equal(got, want) {
+		t.Errorf("Local: node rules = %v, want %v (the backend group reaches the health-check node port)", got, want)
 	}
 	lb.LocalTrafficOnly, lb.HealthCheckNodePort = false, 0
 	ensure(t, p, lb)

@@ -4,6 +4,7 @@ package aws
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -17,12 +18,12 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-// TestSharedMTURuleMoto: two NLBs with the same source range need the same ICMP rule in the
+// TestSharedMTURuleMoto: two NLBs without security groups (created so by an older Portico) with the same source range need the same ICMP rule in the
 // node group, which holds one description. Deleting the Service that owns it hands it over to
 // the other instead of revoking it.
 func TestSharedMTURuleMoto(t *testing.T) {
 	f := seed(t, 1)
-	p := f.provider(annotations.AWSNLB)
+	p := f.legacyProvider(annotations.AWSNLB)
 	ctx := context.Background()
 	src := []netip.Prefix{netip.MustParsePrefix("198.18.201.0/24")}
 	a, b := testLB("alpha", f.nodes), testLB("beta", f.nodes)
@@ -60,7 +61,10 @@ func TestSharedMTURuleMoto(t *testing.T) {
 }
 
 // TestStaleNodeGroupRulesMoto: when the only node in a security group leaves the Service, the
-// rules for the load balancer go from that group (NLB and Classic ELB).
+// Service's own rules go from that group (an NLB without security groups). The shared rule
+// letting the backend group in (Classic ELB, NLB with groups) stays there while any load
+// balancer carries the backend group: other Services' nodes may use the group. After Delete
+// neither group holds any of Portico's rules.
 func TestStaleNodeGroupRulesMoto(t *testing.T) {
 	f := seed(t, 1)
 	ctx := context.Background()
@@ -87,25 +91,38 @@ func TestStaleNodeGroupRulesMoto(t *testing.T) {
 		})
 		return rules
 	}
-	for _, kind := range []annotations.AWSType{annotations.AWSNLB, annotations.AWSClassic} {
-		p := f.provider(kind)
-		lb := testLB("stale-"+string(kind), []providers.Node{f.nodes[0], nodeB})
-		lb.Annotations.AWS.Type = kind
-		ensure(t, p, lb)
-		if len(ours(f.nodeSG)) == 0 || len(ours(other)) == 0 {
-			t.Fatalf("%s: rules in %s %v and %s %v, want some in both", kind, f.nodeSG, ours(f.nodeSG), other, ours(other))
-		}
-		lb.Nodes = []providers.Node{nodeB}
-		ensure(t, p, lb)
-		if got := ours(f.nodeSG); len(got) != 0 {
-			t.Errorf("%s: the group no node uses keeps rules %v", kind, got)
-		}
-		if len(ours(other)) == 0 {
-			t.Errorf("%s: the remaining node's group lost its rules", kind)
-		}
-		must(t, p.Delete(ctx, lb.Ref))
-		if got := slices.Concat(ours(f.nodeSG), ours(other)); len(got) != 0 {
-			t.Errorf("%s: after Delete: %v", kind, got)
+	for _, legacy := range []bool{true, false} {
+		for _, kind := range []annotations.AWSType{annotations.AWSNLB, annotations.AWSClassic} {
+			if legacy && kind == annotations.AWSClassic {
+				continue
+			}
+			p := f.provider(kind)
+			if legacy {
+				p = f.legacyProvider(kind)
+			}
+			lb := testLB(fmt.Sprintf("stale-%s-%v", kind, legacy), []providers.Node{f.nodes[0], nodeB})
+			lb.Annotations.AWS.Type = kind
+			ensure(t, p, lb)
+			if len(ours(f.nodeSG)) == 0 || len(ours(other)) == 0 {
+				t.Fatalf("%s: rules in %s %v and %s %v, want some in both", kind, f.nodeSG, ours(f.nodeSG), other, ours(other))
+			}
+			lb.Nodes = []providers.Node{nodeB}
+			ensure(t, p, lb)
+			got := ours(f.nodeSG)
+			if !legacy {
+				backend := f.backendGroup(p)
+				got = slices.DeleteFunc(got, func(k string) bool { return k == "-1/0/0/"+backend })
+			}
+			if len(got) != 0 {
+				t.Errorf("%s: the group no node uses keeps rules %v", kind, got)
+			}
+			if len(ours(other)) == 0 {
+				t.Errorf("%s: the remaining node's group lost its rules", kind)
+			}
+			must(t, p.Delete(ctx, lb.Ref))
+			if got := slices.Concat(ours(f.nodeSG), ours(other)); len(got) != 0 {
+				t.Errorf("%s: after Delete: %v", kind, got)
+			}
 		}
 	}
 }

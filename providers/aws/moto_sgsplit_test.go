@@ -13,62 +13,35 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 
 	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/providers"
 )
 
-// TestClassicSourceRangeSplitMoto: 130 source ranges on a Classic ELB need 260 rules: five own
-// groups, all attached and each let into the nodes; back to 10 ranges, the four groups no longer
-// needed are detached and deleted.
+// TestClassicSourceRangeSplitMoto: 110 source ranges on a Classic ELB need 220 rules: four own
+// groups, all attached with the backend group; the node group lets in the backend group alone.
+// Back to 10 ranges, the three groups no longer needed are detached and deleted.
 func TestClassicSourceRangeSplitMoto(t *testing.T) {
 	f := seed(t, 2)
 	p := f.provider(annotations.AWSClassic)
 	ctx := context.Background()
 	lb := testLB("many", f.nodes)
-	lb.SourceRanges = cidrs(130)
+	lb.SourceRanges = cidrs(110)
 	ensure(t, p, lb)
 	name := lbName(testCluster, lb.Ref, annotations.AWSClassic, schemeInternetFacing)
+	backend := f.backendGroup(p)
 
 	check := func(wantGroups int) {
 		t.Helper()
-		own, err := f.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2Filter{
-			{Name: aws.String("tag:" + tagServiceUID), Values: []string{lb.Ref.UID}},
-		}})
-		must(t, err)
-		var ids []string
-		rules := map[string]bool{}
-		for _, g := range own.SecurityGroups {
-			ids = append(ids, aws.ToString(g.GroupId))
-			var n int
-			visit(g.IpPermissions, func(r sgRule, desc string) {
-				n++
-				rules[r.key()] = true
-			})
-			if n > maxRulesPerGroup {
-				t.Errorf("group %s holds %d rules", aws.ToString(g.GroupName), n)
-			}
-		}
-		slices.Sort(ids)
-		if len(ids) != wantGroups {
-			t.Errorf("%d owned groups, want %d", len(ids), wantGroups)
-		}
-		if want := 2 * len(lb.SourceRanges); len(rules) != want {
-			t.Errorf("owned groups hold %d distinct rules, want %d", len(rules), want)
-		}
+		ids := f.checkOwnGroups(lb.Ref.UID, 2*len(lb.SourceRanges), wantGroups)
 		out, err := elb.NewFromConfig(awsConfig(f.url)).DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: []string{name}})
 		must(t, err)
-		if got := slices.Sorted(slices.Values(out.LoadBalancerDescriptions[0].SecurityGroups)); !slices.Equal(got, ids) {
-			t.Errorf("ELB groups %v, want its owned groups %v", got, ids)
+		if got, want := slices.Sorted(slices.Values(out.LoadBalancerDescriptions[0].SecurityGroups)), slices.Sorted(slices.Values(append(ids, backend))); !slices.Equal(got, want) {
+			t.Errorf("ELB groups %v, want its owned groups and the backend group %v", got, want)
 		}
-		var fromGroups []string
-		for _, r := range f.nodeRules() {
-			if strings.HasPrefix(r, "-1:") {
-				fromGroups = append(fromGroups, r)
-			}
-		}
-		if len(fromGroups) != wantGroups {
-			t.Errorf("node rules from the ELB's groups: %v, want %d", fromGroups, wantGroups)
+		if got, want := f.nodeRules(), []string{"-1:0-0<-" + backend + " (traffic)"}; !slices.Equal(got, want) {
+			t.Errorf("node rules %v, want %v", got, want)
 		}
 	}
-	check(5)
+	check(4)
 
 	lb.SourceRanges = cidrs(10)
 	ensure(t, p, lb)
@@ -80,18 +53,81 @@ func TestClassicSourceRangeSplitMoto(t *testing.T) {
 	}
 }
 
-// TestNLBSourceRangeQuotaMoto: an NLB's client rules live in the nodes' own security group,
-// which Portico does not split (it would have to attach groups to the instances); a list beyond
-// the quota fails with an error that says so (moto enforces the 60-rule quota as AWS does).
-func TestNLBSourceRangeQuotaMoto(t *testing.T) {
+// checkOwnGroups checks the security groups tagged for uid: want groups of at most the quota,
+// holding rules distinct rules between them; it returns their IDs.
+func (f *fixture) checkOwnGroups(uid string, rules, want int) []string {
+	f.t.Helper()
+	own, err := f.ec2.DescribeSecurityGroups(context.Background(), &ec2.DescribeSecurityGroupsInput{Filters: []ec2Filter{
+		{Name: aws.String("tag:" + tagServiceUID), Values: []string{uid}},
+	}})
+	must(f.t, err)
+	var ids []string
+	distinct := map[string]bool{}
+	for _, g := range own.SecurityGroups {
+		ids = append(ids, aws.ToString(g.GroupId))
+		var n int
+		visit(g.IpPermissions, func(r sgRule, desc string) {
+			n++
+			distinct[r.key()] = true
+		})
+		if n > maxRulesPerGroup {
+			f.t.Errorf("group %s holds %d rules", aws.ToString(g.GroupName), n)
+		}
+	}
+	slices.Sort(ids)
+	if len(ids) != want {
+		f.t.Errorf("%d owned groups, want %d", len(ids), want)
+	}
+	if len(distinct) != rules {
+		f.t.Errorf("owned groups hold %d distinct rules, want %d", len(distinct), rules)
+	}
+	return ids
+}
+
+// TestNLBSourceRangeSplitMoto: an NLB's source ranges are rules in its own groups, split as a
+// Classic ELB's: 110 ranges on two ports need 330 rules, six groups; an NLB takes five with the
+// backend group, so that is refused before anything is created. 110 ranges on one port (220
+// rules) take four groups, attached with the backend group.
+func TestNLBSourceRangeSplitMoto(t *testing.T) {
 	f := seed(t, 1)
 	p := f.provider(annotations.AWSNLB)
+	ctx := context.Background()
 	lb := testLB("wide", f.nodes)
 	lb.Annotations.AWS.Type = annotations.AWSNLB
-	lb.SourceRanges = cidrs(130)
+	lb.SourceRanges = cidrs(110)
+	lb.Ports = append(lb.Ports, providers.Port{Name: "alt", Protocol: providers.TCP, Port: 8080, NodePort: 30808})
+	if _, err := p.Ensure(ctx, lb); err == nil || !strings.Contains(err.Error(), "at most 5 groups") {
+		t.Fatalf("Ensure with 110 source ranges on two ports: %v, want the groups-per-NLB error", err)
+	}
+	if left := f.owned(); len(left) != 0 {
+		t.Errorf("a refused Service created %v", left)
+	}
+	lb.Ports = lb.Ports[:1]
+	ensure(t, p, lb)
+	ids := f.checkOwnGroups(lb.Ref.UID, 2*len(lb.SourceRanges), 4)
+	backend := f.backendGroup(p)
+	if got, want := f.groupsByLB()[lbName(testCluster, lb.Ref, annotations.AWSNLB, schemeInternetFacing)], slices.Sorted(slices.Values(append(ids, backend))); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Errorf("NLB groups %v, want %v", got, want)
+	}
+	must(t, p.Delete(ctx, lb.Ref))
+	if left := f.owned(); len(left) != 0 {
+		t.Errorf("after Delete: %v", left)
+	}
+}
+
+// TestNLBSourceRangeQuotaMoto: an NLB created without security groups (by an older Portico)
+// keeps its client rules in the nodes' own security group, which Portico does not split (it
+// would have to attach groups to the instances); a list beyond the quota fails with an error
+// that says so (moto enforces the 60-rule quota as AWS does).
+func TestNLBSourceRangeQuotaMoto(t *testing.T) {
+	f := seed(t, 1)
+	p := f.legacyProvider(annotations.AWSNLB)
+	lb := testLB("wide", f.nodes)
+	lb.Annotations.AWS.Type = annotations.AWSNLB
+	lb.SourceRanges = cidrs(100)
 	_, err := p.Ensure(context.Background(), lb)
 	if err == nil || !strings.Contains(err.Error(), "rules-per-group quota") {
-		t.Fatalf("Ensure with 130 source ranges on an NLB: %v, want the rules-per-group quota error", err)
+		t.Fatalf("Ensure with 100 source ranges on an NLB without groups: %v, want the rules-per-group quota error", err)
 	}
 	must(t, p.Delete(context.Background(), lb.Ref))
 	if left := f.owned(); len(left) != 0 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
@@ -27,6 +28,7 @@ type nlbAPI interface {
 	ModifyLoadBalancerAttributes(ctx context.Context, in *elbv2.ModifyLoadBalancerAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyLoadBalancerAttributesOutput, error)
 	SetSubnets(ctx context.Context, in *elbv2.SetSubnetsInput, opts ...func(*elbv2.Options)) (*elbv2.SetSubnetsOutput, error)
 	SetIpAddressType(ctx context.Context, in *elbv2.SetIpAddressTypeInput, opts ...func(*elbv2.Options)) (*elbv2.SetIpAddressTypeOutput, error)
+	SetSecurityGroups(ctx context.Context, in *elbv2.SetSecurityGroupsInput, opts ...func(*elbv2.Options)) (*elbv2.SetSecurityGroupsOutput, error)
 }
 
 var _ nlbAPI = (*elbv2.Client)(nil)
@@ -91,6 +93,14 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	if err != nil {
 		return nil, err
 	}
+	if len(rec.SecurityGroups) > 0 {
+		if err := p.reconcileNLBSecurity(ctx, ref, d, rec, insts); err != nil {
+			return nil, err
+		}
+		return rec, nil
+	}
+	// An NLB without security groups (created so by an older Portico): per-Service rules in
+	// the nodes' groups, as cloud-provider-aws writes them.
 	if !d.ManageNodeRules {
 		return rec, nil
 	}
@@ -119,6 +129,59 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	return rec, nil
 }
 
+// reconcileNLBSecurity converges an NLB that has security groups: its own frontend groups'
+// rules (the source ranges on the listener ports, split across groups when they need more
+// rules than one holds), the groups it carries (its own and the cluster's backend group), and
+// the node groups' rule letting the backend group in (backendsg.go).
+func (p *Provider) reconcileNLBSecurity(ctx context.Context, ref providers.Ref, d desiredLB, rec *lbRecord, insts []instance) error {
+	chunks := splitRules(nlbFrontendRules(d), maxRulesPerGroup)
+	own, err := p.ensureOwnSecurityGroups(ctx, d, rec.VPC, len(chunks))
+	if err != nil {
+		return err
+	}
+	var sets []groupRules
+	var want []string
+	var extra []ec2types.SecurityGroup
+	for i, g := range own {
+		var rules []sgRule
+		if i < len(chunks) {
+			rules = chunks[i]
+			want = append(want, aws.ToString(g.GroupId))
+		} else {
+			extra = append(extra, g)
+		}
+		sets = append(sets, groupRules{g, rules})
+	}
+	if err := p.reconcileRuleSets(ctx, ref.UID, d.Name, sets); err != nil {
+		return err
+	}
+	groups, backend, err := p.attachedGroups(ctx, d, rec.VPC, rec.SecurityGroups, want)
+	if err != nil {
+		return err
+	}
+	if d.ManageNodeRules {
+		nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
+		if err != nil {
+			return err
+		}
+		if err := p.allowBackend(ctx, nodeGroups, backend); err != nil {
+			return err
+		}
+	}
+	if !slices.Equal(rec.SecurityGroups, groups) {
+		if _, err := nlbAPI(p.elbv2).SetSecurityGroups(ctx, &elbv2.SetSecurityGroupsInput{LoadBalancerArn: aws.String(rec.ARN), SecurityGroups: groups}); err != nil {
+			return fmt.Errorf("setting security groups of %s: %w", d.Name, err)
+		}
+		rec.SecurityGroups = groups
+	}
+	for _, g := range extra {
+		if err := p.deleteSecurityGroup(ctx, aws.ToString(g.GroupId)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (p *Provider) createNLB(ctx context.Context, ref providers.Ref, d desiredLB, insts []instance) (*lbRecord, error) {
 	olds, err := p.findOwnedLBs(ctx, ref)
 	if err != nil {
@@ -136,12 +199,39 @@ func (p *Provider) createNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	if v := replacedValue(olds, d.Name); v != "" {
 		tags[tagReplaces] = v
 	}
+	if vpc == "" && len(subnets) > 0 {
+		vpc = subnets[0].VPC
+	}
+	var groups []string
+	if !p.opts.sgLessNLBs {
+		// Created with security groups: its own frontend group (the source ranges) and the
+		// backend group (the nodes let it in). An NLB created without any never gets one.
+		own, err := p.ensureOwnSecurityGroup(ctx, d, vpc)
+		if err != nil {
+			return nil, err
+		}
+		var backend string
+		groups, backend, err = p.attachedGroups(ctx, d, vpc, nil, []string{aws.ToString(own.GroupId)})
+		if err != nil {
+			return nil, err
+		}
+		if backend != "" && d.ManageNodeRules {
+			nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.allowBackend(ctx, nodeGroups, backend); err != nil {
+				return nil, err
+			}
+		}
+	}
 	in := &elbv2.CreateLoadBalancerInput{
-		Name:          aws.String(d.Name),
-		Type:          elbv2types.LoadBalancerTypeEnumNetwork,
-		Scheme:        elbv2types.LoadBalancerSchemeEnum(d.Scheme),
-		IpAddressType: elbv2types.IpAddressType(d.NLB.IPAddressType),
-		Tags:          toELBv2Tags(tags),
+		SecurityGroups: groups,
+		Name:           aws.String(d.Name),
+		Type:           elbv2types.LoadBalancerTypeEnumNetwork,
+		Scheme:         elbv2types.LoadBalancerSchemeEnum(d.Scheme),
+		IpAddressType:  elbv2types.IpAddressType(d.NLB.IPAddressType),
+		Tags:           toELBv2Tags(tags),
 	}
 	if in.SubnetMappings, err = subnetMappings(d.NLB, subnets); err != nil {
 		return nil, err
@@ -196,6 +286,7 @@ func nlbRecord(lb *elbv2types.LoadBalancer, tags map[string]string) *lbRecord {
 		VPC:           aws.ToString(lb.VpcId),
 		Tags:          tags,
 	}
+	rec.SecurityGroups = slices.Sorted(slices.Values(lb.SecurityGroups))
 	for _, az := range lb.AvailabilityZones {
 		rec.Subnets = append(rec.Subnets, aws.ToString(az.SubnetId))
 	}
@@ -218,39 +309,6 @@ func (p *Provider) findNLB(ctx context.Context, name string) (*elbv2types.LoadBa
 		}
 	}
 	return nil, nil
-}
-
-// findOwnedNLBs pages through the region's load balancers and reads their tags in batches.
-func (p *Provider) findOwnedNLBs(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
-	var all []elbv2types.LoadBalancer
-	pager := elbv2.NewDescribeLoadBalancersPaginator(nlbAPI(p.elbv2), &elbv2.DescribeLoadBalancersInput{})
-	for pager.HasMorePages() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing NLBs: %w", err)
-		}
-		for _, lb := range page.LoadBalancers {
-			if lb.Type == elbv2types.LoadBalancerTypeEnumNetwork {
-				all = append(all, lb)
-			}
-		}
-	}
-	arns := make([]string, len(all))
-	for i, lb := range all {
-		arns[i] = aws.ToString(lb.LoadBalancerArn)
-	}
-	tags, err := p.nlbTags(ctx, arns)
-	if err != nil {
-		return nil, err
-	}
-	var out []lbRecord
-	for i := range all {
-		t := tags[arns[i]]
-		if ownedBy(t, p.cluster, ref.UID) {
-			out = append(out, *nlbRecord(&all[i], t))
-		}
-	}
-	return out, nil
 }
 
 // nlbTags reads the tags of ELBv2 resources (load balancers or target groups), 20 per call.
@@ -364,6 +422,11 @@ func (p *Provider) deleteNLB(ctx context.Context, ref providers.Ref, name string
 	if !ownedBy(tags[arn], p.cluster, ref.UID) {
 		return nil
 	}
+	return p.deleteNLBByARN(ctx, ref, name, arn)
+}
+
+// deleteNLBByARN deletes an NLB known to be owned for ref, then its target groups.
+func (p *Provider) deleteNLBByARN(ctx context.Context, ref providers.Ref, name, arn string) error {
 	tgs, err := p.targetGroupsOf(ctx, arn)
 	if err != nil {
 		return err

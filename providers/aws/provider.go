@@ -38,6 +38,9 @@ type Options struct {
 	VerifyPeriod time.Duration
 	// now is the clock (tests move it); nil means time.Now.
 	now func() time.Time
+	// sgLessNLBs creates NLBs without security groups, as Portico did before the backend
+	// group (tests of the per-Service node rules such NLBs keep).
+	sgLessNLBs bool
 }
 
 // Provider is the AWS provider. AWS, through names and tags, is the only record of what exists;
@@ -53,6 +56,8 @@ type Provider struct {
 	cluster string
 
 	verified      *verifications
+	backend       *backendGroups
+	instances     *instanceCache
 	nlbReader     *lbReader
 	classicReader *lbReader
 }
@@ -103,14 +108,16 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 		now = time.Now
 	}
 	p := &Provider{
-		opts:     opts,
-		ec2:      ec2.NewFromConfig(cfg),
-		elb:      elb.NewFromConfig(cfg),
-		elbv2:    elbv2.NewFromConfig(cfg),
-		calls:    calls,
-		log:      opts.Logger,
-		cluster:  opts.ClusterName,
-		verified: &verifications{period: opts.VerifyPeriod, now: now, m: map[string]verification{}},
+		opts:      opts,
+		ec2:       ec2.NewFromConfig(cfg),
+		elb:       elb.NewFromConfig(cfg),
+		elbv2:     elbv2.NewFromConfig(cfg),
+		calls:     calls,
+		log:       opts.Logger,
+		cluster:   opts.ClusterName,
+		verified:  &verifications{period: opts.VerifyPeriod, now: now, m: map[string]verification{}},
+		backend:   &backendGroups{ids: map[string]string{}, allowed: map[string]bool{}},
+		instances: &instanceCache{now: now, m: map[string]cachedInstance{}},
 	}
 	p.nlbReader = newLBReader(p.fetchNLBs, readWindow, readMaxAge, describeLBBatch, now)
 	p.classicReader = newLBReader(p.fetchClassics, readWindow, readMaxAge, describeLBBatch, now)
@@ -141,6 +148,12 @@ type lbRecord struct {
 	VPC     string
 	Subnets []string
 	Tags    map[string]string
+	// SecurityGroups the load balancer carries, sorted (an NLB created without any never
+	// gets one).
+	SecurityGroups []string
+	// TargetGroups are the NLB's target groups as last converged (not read back by the
+	// batched reader; nodeset.go).
+	TargetGroups []string
 	// IPAddressType is the NLB's ipv4 or dualstack.
 	IPAddressType string
 }
@@ -161,6 +174,15 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 		return providers.Status{}, err
 	}
 	if !ok {
+		// Only the node set changed since the last convergence: register and deregister.
+		rec, ok, err = p.nodesOnly(ctx, lb.Ref, d, hash)
+		if err != nil {
+			p.verified.forget(d.Name)
+			p.reader(d.Kind).forget(d.Name)
+			return providers.Status{}, err
+		}
+	}
+	if !ok {
 		// Whatever happens next, nothing read before is trusted until a convergence succeeds.
 		p.verified.forget(d.Name)
 		p.reader(d.Kind).forget(d.Name)
@@ -170,7 +192,7 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 		if err := p.finishReplacement(ctx, lb.Ref, rec, lb.CurrentHostnames); err != nil {
 			return providers.Status{}, err
 		}
-		if err := p.recordApplied(ctx, rec, hash); err != nil {
+		if err := p.recordApplied(ctx, rec, d, hash); err != nil {
 			return providers.Status{}, err
 		}
 	}
@@ -180,8 +202,17 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (prov
 	return st, nil
 }
 
-// converge reads back everything of d's load balancer and makes it so.
-func (p *Provider) converge(ctx context.Context, ref providers.Ref, d desiredLB) (*lbRecord, error) {
+// converge reads back everything of d's load balancer and makes it so. It holds the backend
+// group's use (backendsg.go) so that no collection removes the group it attaches.
+func (p *Provider) converge(ctx context.Context, ref providers.Ref, d desiredLB) (rec *lbRecord, err error) {
+	p.backend.use.RLock()
+	defer p.backend.use.RUnlock()
+	defer func() {
+		if err != nil {
+			// The cached backend group may be what failed (deleted outside Portico).
+			p.backend.forget()
+		}
+	}()
 	nodes, err := p.describeInstances(ctx, d.Instances)
 	if err != nil {
 		return nil, err
@@ -232,6 +263,9 @@ func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec
 		return err
 	}
 	delete(rec.Tags, tagReplaces)
+	if err := p.collectBackendGroups(ctx); err != nil {
+		return err
+	}
 	p.log.Info("Deleted replaced load balancers", "service", ref, "name", rec.Name, "replaced", v)
 	return nil
 }
@@ -256,14 +290,27 @@ func (p *Provider) Get(ctx context.Context, ref providers.Ref) (providers.Status
 }
 
 // Delete removes every load balancer, target group, security group and node security-group rule
-// owned for ref, found by tags and rule descriptions.
+// owned for ref, found by tags and rule descriptions, then the cluster's backend group if no
+// load balancer carries it any more.
 func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 	recs, err := p.findOwnedLBs(ctx, ref)
 	if err != nil {
 		return err
 	}
+	// Per-Service node rules exist only for an NLB created without security groups, or were
+	// written by an older Portico; when no load balancer is left to tell (a retried Delete),
+	// every group is scanned for them.
+	scan := len(recs) == 0
 	for _, r := range recs {
-		if err := p.deleteLB(ctx, ref, r.Kind, r.Name); err != nil {
+		p.verified.forget(r.Name)
+		p.reader(r.Kind).forget(r.Name)
+		if r.Kind == annotations.AWSNLB {
+			scan = scan || len(r.SecurityGroups) == 0
+			err = p.deleteNLBByARN(ctx, ref, r.Name, r.ARN)
+		} else {
+			err = p.deleteClassic(ctx, r.Name)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -271,25 +318,22 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 	if err := p.deleteOwnedTargetGroups(ctx, ref); err != nil {
 		return err
 	}
-	if err := p.revokeNodeRules(ctx, ref.UID, ""); err != nil {
+	if scan {
+		if err := p.revokeNodeRules(ctx, ref.UID, ""); err != nil {
+			return err
+		}
+	}
+	if err := p.deleteOwnedSecurityGroups(ctx, ref, ""); err != nil {
 		return err
 	}
-	return p.deleteOwnedSecurityGroups(ctx, ref, "")
+	// The shared backend group and its node rules, once no load balancer carries it.
+	return p.collectBackendGroups(ctx)
 }
 
 // deleteLB deletes one load balancer and what belongs to it alone.
 func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind annotations.AWSType, name string) error {
-	p.verified.forget(name)
-	p.reader(kind).forget(name)
-	switch kind {
-	case annotations.AWSNLB:
-		if err := p.deleteNLB(ctx, ref, name); err != nil {
-			return err
-		}
-	default:
-		if err := p.deleteClassic(ctx, name); err != nil {
-			return err
-		}
+	if err := p.deleteLoadBalancer(ctx, ref, kind, name); err != nil {
+		return err
 	}
 	if err := p.revokeNodeRules(ctx, ref.UID, name); err != nil {
 		return err
@@ -297,17 +341,53 @@ func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind annotat
 	return p.deleteOwnedSecurityGroups(ctx, ref, name)
 }
 
-// findOwnedLBs lists the load balancers of both kinds tagged as owned for ref.
+// deleteLoadBalancer deletes one load balancer (an NLB with its target groups).
+func (p *Provider) deleteLoadBalancer(ctx context.Context, ref providers.Ref, kind annotations.AWSType, name string) error {
+	p.verified.forget(name)
+	p.reader(kind).forget(name)
+	if kind == annotations.AWSNLB {
+		return p.deleteNLB(ctx, ref, name)
+	}
+	return p.deleteClassic(ctx, name)
+}
+
+// findOwnedLBs returns the load balancers of both kinds tagged as owned for ref. A Service's
+// load balancers can only have one of four names (lbName: two kinds, two schemes), so they are
+// described by name: a constant number of calls however many load balancers the region holds.
 func (p *Provider) findOwnedLBs(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
-	nlbs, err := p.findOwnedNLBs(ctx, ref)
-	if err != nil {
-		return nil, err
+	var out []lbRecord
+	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
+		name := lbName(p.cluster, ref, annotations.AWSNLB, scheme)
+		lb, err := p.findNLB(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if lb != nil {
+			arn := aws.ToString(lb.LoadBalancerArn)
+			tags, err := p.nlbTags(ctx, []string{arn})
+			if err != nil {
+				return nil, err
+			}
+			if ownedBy(tags[arn], p.cluster, ref.UID) {
+				out = append(out, *nlbRecord(lb, tags[arn]))
+			}
+		}
+		name = lbName(p.cluster, ref, annotations.AWSClassic, scheme)
+		clb, err := p.findClassic(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if clb != nil {
+			tags, err := p.classicTags(ctx, []string{name})
+			if err != nil {
+				return nil, err
+			}
+			if ownedBy(tags[name], p.cluster, ref.UID) {
+				out = append(out, *classicRecord(clb, tags[name]))
+			}
+		}
 	}
-	clbs, err := p.findOwnedClassics(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	return append(nlbs, clbs...), nil
+	return out, nil
 }
 
 func status(rec *lbRecord) providers.Status {

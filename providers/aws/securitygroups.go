@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -260,8 +261,8 @@ func heirOf(perms []ec2types.IpPermission, r sgRule, uid, lbName string) (string
 	return heirUID, heirLB
 }
 
-// revokeStaleNodeRules revokes the rules owned by (uid, lbName) from groups that are not among
-// current: the security group of a node that left, or that a node no longer has. filters find
+// revokeStaleNodeRules revokes the rules owned by (uid, lbName; any of uid's load balancers
+// when lbName is "") from groups that are not among current: the security group of a node that left, or that a node no longer has. filters find
 // the candidates (groups with a rule on one of the load balancer's ports or from its groups).
 func (p *Provider) revokeStaleNodeRules(ctx context.Context, uid, lbName, vpc string, current []ec2types.SecurityGroup, filters []ec2Filter) error {
 	if vpc != "" {
@@ -279,9 +280,12 @@ func (p *Provider) revokeStaleNodeRules(ctx context.Context, uid, lbName, vpc st
 		if keep[aws.ToString(g.GroupId)] {
 			continue
 		}
-		rules := ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lbName })
-		if len(rules) > 0 {
-			if err := p.revokeOwned(ctx, g, rules, uid, lbName); err != nil {
+		for _, lb := range lbNamesOfRules(g.IpPermissions, uid) {
+			if lbName != "" && lb != lbName {
+				continue
+			}
+			rules := ownedRules(g.IpPermissions, func(desc string) bool { return ruleOwner(desc) == uid && ruleLB(desc) == lb })
+			if err := p.revokeOwned(ctx, g, rules, uid, lb); err != nil {
 				return err
 			}
 		}
@@ -388,7 +392,7 @@ func (p *Provider) ensureOwnSecurityGroup(ctx context.Context, d desiredLB, vpc 
 	return groups[0], nil
 }
 
-// ensureOwnSecurityGroups finds or creates the Classic ELB's n own groups in vpc (named
+// ensureOwnSecurityGroups finds or creates the load balancer's n own groups in vpc (named
 // securityGroupName(d.Name, i)), and returns them in order, followed by any further owned
 // groups of the load balancer that are no longer needed (extra), which the caller detaches
 // and deletes.
@@ -413,7 +417,7 @@ func (p *Provider) ensureOwnSecurityGroups(ctx context.Context, d desiredLB, vpc
 		}
 		out, err := p.sgAPI().CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
 			GroupName:   aws.String(name),
-			Description: aws.String("Portico: Classic ELB " + d.Name + " for Service " + d.Tags[tagServiceName]),
+			Description: aws.String("Portico: " + kindName(d.Kind) + " " + d.Name + " for Service " + d.Tags[tagServiceName]),
 			VpcId:       aws.String(vpc),
 			TagSpecifications: []ec2types.TagSpecification{{
 				ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: toEC2Tags(d.Tags),
@@ -450,8 +454,12 @@ func (p *Provider) deleteSecurityGroup(ctx context.Context, id string) error {
 // group) of each protocol and port range counts as one rule.
 const maxRulesPerGroup = 60
 
-// maxClassicGroups is the most security groups a Classic ELB can have (an AWS limit).
-const maxClassicGroups = 5
+// maxClassicGroups and maxNLBGroups are the most security groups a Classic ELB and an NLB can
+// have (AWS limits).
+const (
+	maxClassicGroups = 5
+	maxNLBGroups     = 5
+)
 
 // splitRules packs rules into as few groups of at most limit rules as it can, keeping the
 // rules of one source together while a source fits in a group, in a stable order (sources
@@ -499,7 +507,15 @@ func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.
 		filters = append(filters, ec2Filter{Name: aws.String("group-name"), Values: []string{securityGroupName(lbName, 0), securityGroupName(lbName, 0) + "-*"}})
 	}
 	groups, err := p.describeGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: filters})
-	if err != nil {
+	if err != nil || len(groups) == 0 {
+		return err
+	}
+	// Rules letting these groups in (an older Portico's node rules for a Classic ELB) go first.
+	ids := make([]string, len(groups))
+	for i, g := range groups {
+		ids[i] = aws.ToString(g.GroupId)
+	}
+	if err := p.revokeStaleNodeRules(ctx, ref.UID, lbName, "", nil, []ec2Filter{{Name: aws.String("ip-permission.group-id"), Values: ids}}); err != nil {
 		return err
 	}
 	for _, g := range groups {
@@ -520,4 +536,11 @@ func toEC2Tags(m map[string]string) []ec2types.Tag {
 		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
 	}
 	return out
+}
+
+func kindName(k annotations.AWSType) string {
+	if k == annotations.AWSNLB {
+		return "NLB"
+	}
+	return "Classic ELB"
 }

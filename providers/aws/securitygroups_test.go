@@ -21,6 +21,8 @@ func cidrs(n int) []netip.Prefix {
 func TestSplitRules(t *testing.T) {
 	lb := testLB("web", nil)
 	lb.SourceRanges = cidrs(130)
+	off := false // no backend group: five groups are free for the source ranges
+	lb.Annotations.AWS.ManageBackendSecurityGroupRules = &off
 	d, err := modelProvider(annotations.AWSClassic).desired(lb)
 	if err != nil {
 		t.Fatal(err)
@@ -87,24 +89,64 @@ func lens(chunks [][]sgRule) []int {
 func TestClassicGroupLimit(t *testing.T) {
 	for _, tc := range []struct {
 		cidrs, extra int
+		unmanaged    bool // manage-backend-security-group-rules: false (no backend group)
 		ok           bool
 	}{
-		{150, 0, true},  // 300 rules, 5 groups
-		{151, 0, false}, // 6 groups
-		{120, 1, true},  // 4 groups + 1 extra
-		{130, 1, false}, // 5 groups + 1 extra
+		{120, 0, false, true},  // 240 rules, 4 groups + the backend group
+		{121, 0, false, false}, // 5 groups + the backend group
+		{90, 1, false, true},   // 3 groups + 1 extra + the backend group
+		{91, 1, false, false},  // 4 groups + 1 extra + the backend group
+		{150, 0, true, true},   // 300 rules, 5 groups
+		{151, 0, true, false},  // 6 groups
 	} {
 		lb := testLB("web", nil)
 		lb.SourceRanges = cidrs(tc.cidrs)
+		if tc.unmanaged {
+			off := false
+			lb.Annotations.AWS.ManageBackendSecurityGroupRules = &off
+		}
 		for i := range tc.extra {
 			lb.Annotations.AWS.ExtraSecurityGroups = append(lb.Annotations.AWS.ExtraSecurityGroups, fmt.Sprintf("sg-%d", i))
 		}
 		_, err := modelProvider(annotations.AWSClassic).desired(lb)
 		if tc.ok != (err == nil) {
-			t.Errorf("%d source ranges, %d extra groups: error %v, want ok=%v", tc.cidrs, tc.extra, err, tc.ok)
+			t.Errorf("%d source ranges, %d extra groups, unmanaged %v: error %v, want ok=%v", tc.cidrs, tc.extra, tc.unmanaged, err, tc.ok)
 		}
 		if err != nil && !strings.Contains(err.Error(), "at most 5 groups") {
 			t.Errorf("error %q does not say the limit", err)
+		}
+	}
+}
+
+func TestNLBGroupLimit(t *testing.T) {
+	for _, tc := range []struct {
+		cidrs int
+		ok    bool
+	}{
+		{120, true},  // 240 rules, 4 groups + the backend group
+		{121, false}, // 5 groups + the backend group
+	} {
+		lb := testLB("web", nil)
+		lb.Annotations.AWS.Type = annotations.AWSNLB
+		lb.SourceRanges = cidrs(tc.cidrs)
+		_, err := modelProvider(annotations.AWSNLB).desired(lb)
+		if tc.ok != (err == nil) {
+			t.Errorf("%d source ranges: error %v, want ok=%v", tc.cidrs, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "at most 5 groups") {
+			t.Errorf("error %q does not say the limit", err)
+		}
+	}
+}
+
+func TestLBNameOfARN(t *testing.T) {
+	for arn, want := range map[string]string{
+		"arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/net/k8s-web-0123456789abcdef0123/50dc6c495c0c9188": "k8s-web-0123456789abcdef0123",
+		"arn:aws:elasticloadbalancing:us-east-1:123456789012:loadbalancer/app/x/7e8cbc3c16dd3eb0":                            "x",
+		"not-an-arn": "",
+	} {
+		if got := lbNameOfARN(arn); got != want {
+			t.Errorf("lbNameOfARN(%q) = %q, want %q", arn, got, want)
 		}
 	}
 }

@@ -28,6 +28,9 @@ import (
 //
 // Node security-group rules cannot carry tags everywhere, so
 // they are owned through their description: "portico/<uid>/<lb-name>/<purpose>" (ruleDescription).
+// The cluster's shared backend security group (backendsg.go) belongs to no Service: it carries
+// the cluster tag and portico-lb.io/resource=backend-sg, and its node rule is described
+// "portico/backend/<cluster hash>/traffic".
 // Nothing without these marks is ever modified or deleted, except the node security groups'
 // rules the provider added.
 const (

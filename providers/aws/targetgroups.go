@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -238,9 +240,22 @@ func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Re
 		}
 		all = append(all, page.TargetGroups...)
 	}
-	arns := make([]string, len(all))
-	for i, tg := range all {
-		arns[i] = aws.ToString(tg.TargetGroupArn)
+	// A target group attached only to other Services' load balancers is theirs: only the tags
+	// of the others are read, those attached to nothing or to a load balancer named as one of
+	// ref's (lbName; moto keeps a deleted load balancer's ARN on its target groups).
+	mine := map[string]bool{}
+	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
+		mine[lbName(p.cluster, ref, annotations.AWSNLB, scheme)] = true
+	}
+	var arns []string
+	for _, tg := range all {
+		candidate := len(tg.LoadBalancerArns) == 0
+		for _, lb := range tg.LoadBalancerArns {
+			candidate = candidate || mine[lbNameOfARN(lb)]
+		}
+		if candidate {
+			arns = append(arns, aws.ToString(tg.TargetGroupArn))
+		}
 	}
 	tags, err := p.nlbTags(ctx, arns)
 	if err != nil {
@@ -254,4 +269,13 @@ func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Re
 		}
 	}
 	return nil
+}
+
+// lbNameOfARN returns the name in a load balancer ARN (...:loadbalancer/net/<name>/<id>).
+func lbNameOfARN(arn string) string {
+	parts := strings.Split(arn, "/")
+	if len(parts) < 4 {
+		return ""
+	}
+	return parts[len(parts)-2]
 }
