@@ -170,7 +170,7 @@ func lifecycle(t *testing.T, e *env, p *proc, kind string) {
 		if got := healthCheckOf(lb, kind); got != want {
 			why = append(why, fmt.Sprintf("health check %q, want %q", got, want))
 		}
-		if kind == kindClassic && len(lb.BackendPolicy[nodePort]) == 0 {
+		if kind == kindClassic && len(lb.BackendPolicies[nodePort]) == 0 {
 			why = append(why, fmt.Sprintf("no PROXY protocol policy on instance port %d", nodePort))
 		}
 		return strings.Join(why, "; ")
@@ -376,11 +376,11 @@ func watchStatus(e *env, name string) *statusWatch {
 			h1 := read()
 			var found bool
 			if h1 != "" {
-				all, err := e.aws.all()
+				held, err := e.aws.holds(h1)
 				if err != nil {
 					continue
 				}
-				found = slices.ContainsFunc(all, func(l *lbView) bool { return l.DNS == h1 })
+				found = held
 			}
 			h2 := read()
 			w.mu.Lock()

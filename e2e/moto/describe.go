@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 )
 
@@ -21,11 +22,16 @@ type LoadBalancer struct {
 	DNS    string
 	Scheme string
 	Tags   map[string]string
+	// Attrs: the ELBv2 load-balancer attributes; for a Classic ELB "cross_zone" = "true" or
+	// "false".
+	Attrs map[string]string
 	// Listeners, sorted by port and protocol.
 	Listeners []Listener
 	// Classic ELB only: the registered instances (sorted) and the health-check target.
 	Instances   []string
 	HealthCheck string
+	// Classic ELB only: the backend-server policy names by instance port (PROXY protocol).
+	BackendPolicies map[int32][]string
 	// SecurityGroups attached to the load balancer itself (Classic ELB; an NLB created with
 	// security groups), with their rules.
 	SecurityGroups []SecurityGroup
@@ -44,6 +50,8 @@ type Listener struct {
 	TargetGroup string
 	Targets     []string // instance IDs, sorted
 	HealthCheck string   // "TCP:traffic-port", "HTTP:32000/healthz"
+	// TargetGroupAttrs: the target group's attributes (proxy_protocol_v2.enabled ...).
+	TargetGroupAttrs map[string]string
 }
 
 // SecurityGroup is an EC2 security group with its ingress rules.
@@ -54,12 +62,12 @@ type SecurityGroup struct {
 	Rules []SGRule
 }
 
-// SGRule is one ingress rule of a security group for one IPv4 range or one source group.
+// SGRule is one ingress rule of a security group for one IPv4 or IPv6 range or one source group.
 type SGRule struct {
 	Protocol    string // "tcp", "udp", "icmp", "-1"
 	FromPort    int32
 	ToPort      int32
-	CIDR        string // the IPv4 range, or
+	CIDR        string // the IPv4 or IPv6 range, or
 	SourceGroup string // the source security group's ID
 	Description string
 }
@@ -83,6 +91,33 @@ func (r SGRule) String() string {
 
 // LoadBalancers reads every load balancer moto holds, of both kinds, sorted by name.
 func (s *Server) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
+	return s.describeLBs(ctx, func(string) bool { return true })
+}
+
+// LoadBalancerByDNS reads the load balancer whose DNS name is dns, or nil when moto holds none.
+// Only that one is described in full.
+func (s *Server) LoadBalancerByDNS(ctx context.Context, dns string) (*LoadBalancer, error) {
+	lbs, err := s.describeLBs(ctx, func(d string) bool { return d == dns })
+	if err != nil || len(lbs) == 0 {
+		return nil, err
+	}
+	return &lbs[0], nil
+}
+
+// HoldsLoadBalancer reports whether moto holds a load balancer of either kind named by dns,
+// listing names only.
+func (s *Server) HoldsLoadBalancer(ctx context.Context, dns string) (bool, error) {
+	found := false
+	_, err := s.describeLBs(ctx, func(d string) bool {
+		found = found || d == dns
+		return false
+	})
+	return found, err
+}
+
+// describeLBs lists the load balancers of both kinds and describes in full those whose DNS
+// name match accepts, sorted by name.
+func (s *Server) describeLBs(ctx context.Context, match func(dns string) bool) ([]LoadBalancer, error) {
 	cfg := s.harnessConfig()
 	v2 := elbv2.NewFromConfig(cfg)
 	var out []LoadBalancer
@@ -93,6 +128,9 @@ func (s *Server) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
 			return nil, fmt.Errorf("describing load balancers: %w", err)
 		}
 		for _, l := range page.LoadBalancers {
+			if !match(aws.ToString(l.DNSName)) {
+				continue
+			}
 			lb := LoadBalancer{Kind: KindLoadBalancer, Type: string(l.Type), Name: aws.ToString(l.LoadBalancerName),
 				ARN: aws.ToString(l.LoadBalancerArn), DNS: aws.ToString(l.DNSName), Scheme: string(l.Scheme)}
 			if err := s.describeV2(ctx, v2, &lb); err != nil {
@@ -114,35 +152,13 @@ func (s *Server) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
 			return nil, fmt.Errorf("describing classic load balancers: %w", err)
 		}
 		for _, d := range page.LoadBalancerDescriptions {
-			lb := LoadBalancer{Kind: KindClassicLB, Type: "classic", Name: aws.ToString(d.LoadBalancerName),
-				DNS: aws.ToString(d.DNSName), Scheme: aws.ToString(d.Scheme), Tags: map[string]string{}}
-			for _, ld := range d.ListenerDescriptions {
-				l := ld.Listener
-				lb.Listeners = append(lb.Listeners, Listener{Protocol: aws.ToString(l.Protocol), Port: l.LoadBalancerPort,
-					Cert: aws.ToString(l.SSLCertificateId), BackendProtocol: aws.ToString(l.InstanceProtocol), BackendPort: aws.ToInt32(l.InstancePort)})
+			if !match(aws.ToString(d.DNSName)) {
+				continue
 			}
-			for _, in := range d.Instances {
-				lb.Instances = append(lb.Instances, aws.ToString(in.InstanceId))
-			}
-			sort.Strings(lb.Instances)
-			if d.HealthCheck != nil {
-				lb.HealthCheck = aws.ToString(d.HealthCheck.Target)
-			}
-			tags, err := cl.DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: []string{lb.Name}})
+			lb, err := s.describeClassic(ctx, cl, d)
 			if err != nil {
-				return nil, fmt.Errorf("describing tags of %s: %w", lb.Name, err)
+				return nil, err
 			}
-			for _, td := range tags.TagDescriptions {
-				for _, t := range td.Tags {
-					lb.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
-				}
-			}
-			if len(d.SecurityGroups) > 0 {
-				if lb.SecurityGroups, err = s.SecurityGroups(ctx, d.SecurityGroups...); err != nil {
-					return nil, err
-				}
-			}
-			sortListeners(lb.Listeners)
 			out = append(out, lb)
 		}
 	}
@@ -150,9 +166,63 @@ func (s *Server) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
 	return out, nil
 }
 
-// describeV2 fills an ELBv2 load balancer's tags and listeners with their target groups.
+// describeClassic reads a Classic ELB's listeners, instances, health check, backend policies,
+// cross-zone attribute, tags and security groups.
+func (s *Server) describeClassic(ctx context.Context, cl *elb.Client, d elbtypes.LoadBalancerDescription) (LoadBalancer, error) {
+	lb := LoadBalancer{Kind: KindClassicLB, Type: "classic", Name: aws.ToString(d.LoadBalancerName),
+		DNS: aws.ToString(d.DNSName), Scheme: aws.ToString(d.Scheme), Tags: map[string]string{},
+		Attrs: map[string]string{}, BackendPolicies: map[int32][]string{}}
+	for _, ld := range d.ListenerDescriptions {
+		l := ld.Listener
+		lb.Listeners = append(lb.Listeners, Listener{Protocol: aws.ToString(l.Protocol), Port: l.LoadBalancerPort,
+			Cert: aws.ToString(l.SSLCertificateId), BackendProtocol: aws.ToString(l.InstanceProtocol), BackendPort: aws.ToInt32(l.InstancePort)})
+	}
+	sortListeners(lb.Listeners)
+	for _, in := range d.Instances {
+		lb.Instances = append(lb.Instances, aws.ToString(in.InstanceId))
+	}
+	sort.Strings(lb.Instances)
+	if d.HealthCheck != nil {
+		lb.HealthCheck = aws.ToString(d.HealthCheck.Target)
+	}
+	for _, b := range d.BackendServerDescriptions {
+		lb.BackendPolicies[aws.ToInt32(b.InstancePort)] = b.PolicyNames
+	}
+	attrs, err := cl.DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(lb.Name)})
+	if err != nil {
+		return lb, fmt.Errorf("describing attributes of %s: %w", lb.Name, err)
+	}
+	if a := attrs.LoadBalancerAttributes; a != nil && a.CrossZoneLoadBalancing != nil {
+		lb.Attrs["cross_zone"] = fmt.Sprint(a.CrossZoneLoadBalancing.Enabled)
+	}
+	tags, err := cl.DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: []string{lb.Name}})
+	if err != nil {
+		return lb, fmt.Errorf("describing tags of %s: %w", lb.Name, err)
+	}
+	for _, td := range tags.TagDescriptions {
+		for _, t := range td.Tags {
+			lb.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		}
+	}
+	if len(d.SecurityGroups) > 0 {
+		if lb.SecurityGroups, err = s.SecurityGroups(ctx, d.SecurityGroups...); err != nil {
+			return lb, err
+		}
+	}
+	return lb, nil
+}
+
+// describeV2 fills an ELBv2 load balancer's tags, attributes and listeners with their target
+// groups.
 func (s *Server) describeV2(ctx context.Context, v2 *elbv2.Client, lb *LoadBalancer) error {
-	lb.Tags = map[string]string{}
+	lb.Tags, lb.Attrs = map[string]string{}, map[string]string{}
+	attrs, err := v2.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: aws.String(lb.ARN)})
+	if err != nil {
+		return fmt.Errorf("describing attributes of %s: %w", lb.Name, err)
+	}
+	for _, a := range attrs.Attributes {
+		lb.Attrs[aws.ToString(a.Key)] = aws.ToString(a.Value)
+	}
 	tags, err := v2.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{lb.ARN}})
 	if err != nil {
 		return fmt.Errorf("describing tags of %s: %w", lb.Name, err)
@@ -207,6 +277,14 @@ func (s *Server) describeTargetGroup(ctx context.Context, v2 *elbv2.Client, arn 
 		l.Targets = append(l.Targets, aws.ToString(d.Target.Id))
 	}
 	sort.Strings(l.Targets)
+	ta, err := v2.DescribeTargetGroupAttributes(ctx, &elbv2.DescribeTargetGroupAttributesInput{TargetGroupArn: aws.String(arn)})
+	if err != nil {
+		return fmt.Errorf("describing target group attributes: %w", err)
+	}
+	l.TargetGroupAttrs = map[string]string{}
+	for _, a := range ta.Attributes {
+		l.TargetGroupAttrs[aws.ToString(a.Key)] = aws.ToString(a.Value)
+	}
 	return nil
 }
 
@@ -219,7 +297,8 @@ func sortListeners(ls []Listener) {
 	})
 }
 
-// SecurityGroups reads security groups by ID with their IPv4 and source-group ingress rules, in the order given.
+// SecurityGroups reads security groups by ID with their ingress rules (IPv4 ranges, IPv6 ranges,
+// source groups, in that order within each permission), in the order given.
 func (s *Server) SecurityGroups(ctx context.Context, ids ...string) ([]SecurityGroup, error) {
 	out, err := ec2.NewFromConfig(s.harnessConfig()).DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: ids})
 	if err != nil {
@@ -232,6 +311,10 @@ func (s *Server) SecurityGroups(ctx context.Context, ids ...string) ([]SecurityG
 			for _, r := range p.IpRanges {
 				sg.Rules = append(sg.Rules, SGRule{Protocol: aws.ToString(p.IpProtocol), FromPort: aws.ToInt32(p.FromPort),
 					ToPort: aws.ToInt32(p.ToPort), CIDR: aws.ToString(r.CidrIp), Description: aws.ToString(r.Description)})
+			}
+			for _, r := range p.Ipv6Ranges {
+				sg.Rules = append(sg.Rules, SGRule{Protocol: aws.ToString(p.IpProtocol), FromPort: aws.ToInt32(p.FromPort),
+					ToPort: aws.ToInt32(p.ToPort), CIDR: aws.ToString(r.CidrIpv6), Description: aws.ToString(r.Description)})
 			}
 			for _, g := range p.UserIdGroupPairs {
 				sg.Rules = append(sg.Rules, SGRule{Protocol: aws.ToString(p.IpProtocol), FromPort: aws.ToInt32(p.FromPort),

@@ -534,8 +534,8 @@ func TestProxyOnCall(t *testing.T) {
 }
 
 // TestLoadBalancers creates an NLB with a registered target and a Classic ELB with a security
-// group by SDK and checks what LoadBalancers and SecurityGroups read back, and that their
-// requests are left out of Calls.
+// group by SDK and checks what LoadBalancers, LoadBalancerByDNS, HoldsLoadBalancer and
+// SecurityGroups read back, and that their requests are left out of Calls.
 func TestLoadBalancers(t *testing.T) {
 	srv := moto.Shared(t)
 	ctx := ctxFor(t)
@@ -603,6 +603,27 @@ func TestLoadBalancers(t *testing.T) {
 	if l := nlb.Listeners[0]; l.Port != 80 || l.Protocol != "TCP" || l.TargetGroup != "tg-a" || l.BackendPort != 30080 ||
 		!slices.Equal(l.Targets, []string{inst}) || !strings.HasPrefix(l.HealthCheck, "TCP:") {
 		t.Errorf("nlb-a listener = %+v", l)
+	}
+	if len(nlb.Attrs) == 0 || len(nlb.Listeners[0].TargetGroupAttrs) == 0 {
+		t.Errorf("nlb-a attributes %v, target group attributes %v, want both read", nlb.Attrs, nlb.Listeners[0].TargetGroupAttrs)
+	}
+	if z := classic.Attrs["cross_zone"]; z != "true" && z != "false" {
+		t.Errorf("classic-a attributes %v, want cross_zone", classic.Attrs)
+	}
+	for _, want := range lbs {
+		got, err := srv.LoadBalancerByDNS(ctx, want.DNS)
+		if err != nil || got == nil || fmt.Sprintf("%+v", *got) != fmt.Sprintf("%+v", want) {
+			t.Errorf("LoadBalancerByDNS(%s) = %+v, %v, want %+v", want.DNS, got, err, want)
+		}
+		if held, err := srv.HoldsLoadBalancer(ctx, want.DNS); !held || err != nil {
+			t.Errorf("HoldsLoadBalancer(%s) = %v, %v, want true", want.DNS, held, err)
+		}
+	}
+	if got, err := srv.LoadBalancerByDNS(ctx, "nothing.elb.example"); got != nil || err != nil {
+		t.Errorf("LoadBalancerByDNS of an unknown name = %+v, %v, want nil", got, err)
+	}
+	if held, err := srv.HoldsLoadBalancer(ctx, "nothing.elb.example"); held || err != nil {
+		t.Errorf("HoldsLoadBalancer of an unknown name = %v, %v, want false", held, err)
 	}
 	groups, err := srv.SecurityGroups(ctx, f.NodeSecurityGroupID)
 	if err != nil {
