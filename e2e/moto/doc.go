@@ -24,8 +24,9 @@
 // Start(t) gives a test its own server instead. Binaries started by a test (portico-controller,
 // portico-ccm) reach the server through Server.Env. Outside a test (the demo, e2e/tools/demo
 // -provider=aws) StartServer, SeedContext and OwnedContext return errors instead of failing a
-// test; LoadBalancers and SecurityGroups read what moto holds (listeners, target groups and
-// their instances, rules, tags) for showing and checking.
+// test; LoadBalancers, LoadBalancerByDNS and SecurityGroups read what moto holds (listeners,
+// target groups and their instances, attributes, rules, tags) for the demo to show and check
+// and for e2e/aws to compare.
 //
 // # Prerequisite
 //
