@@ -212,7 +212,7 @@ func (e *env) serviceCount() int {
 
 // everyLBHas reports whether all n load balancers of the kind have instance id as a target.
 func (v *awsView) everyLBHas(kind, id string, n int) bool {
-	ctx, cancel := ctx10()
+	ctx, cancel := ctx30()
 	defer cancel()
 	k := 0
 	if kind == kindClassic {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -168,7 +169,7 @@ func (e *env) instanceIDs(idx ...int) []string {
 	for _, i := range idx {
 		out = append(out, e.f.Nodes[i].InstanceID)
 	}
-	return sortedCopy(out)
+	return slices.Sorted(slices.Values(out))
 }
 
 // Kinds of load balancer, as the type annotation names them.

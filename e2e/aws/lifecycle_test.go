@@ -205,7 +205,7 @@ func lifecycle(t *testing.T, e *env, p *proc, kind string) {
 			if err != nil {
 				return err.Error()
 			}
-			if !slices.Equal(got, sortedCopy(ranges)) {
+			if !slices.Equal(got, slices.Sorted(slices.Values(ranges))) {
 				return fmt.Sprintf("source CIDRs %v, want %v", got, ranges)
 			}
 			return ""
@@ -341,7 +341,7 @@ func keys[V any](m map[string]V) []string {
 	for k := range m {
 		out = append(out, k)
 	}
-	return sortedCopy(out)
+	return slices.Sorted(slices.Values(out))
 }
 
 // statusWatch polls a Service's status and moto as fast as it can and records every moment the

@@ -3,7 +3,7 @@ package aws_test
 import (
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,13 +73,14 @@ func sgIDs(gs []moto.SecurityGroup) []string {
 	return ids
 }
 
-func ctx10() (context.Context, context.CancelFunc) {
+// ctx30 bounds one look at moto: 30 s.
+func ctx30() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
 // byDNS returns the load balancer whose DNS name is dns, or nil.
 func (v *awsView) byDNS(dns string) (*lbView, error) {
-	ctx, cancel := ctx10()
+	ctx, cancel := ctx30()
 	defer cancel()
 	lb, err := v.srv.LoadBalancerByDNS(ctx, dns)
 	if err != nil || lb == nil {
@@ -90,7 +91,7 @@ func (v *awsView) byDNS(dns string) (*lbView, error) {
 
 // holds reports whether moto holds a load balancer of either kind whose DNS name is dns.
 func (v *awsView) holds(dns string) (bool, error) {
-	ctx, cancel := ctx10()
+	ctx, cancel := ctx30()
 	defer cancel()
 	return v.srv.HoldsLoadBalancer(ctx, dns)
 }
@@ -123,7 +124,7 @@ func (v *awsView) sourceCIDRs(l *lbView) ([]string, error) {
 	for c := range set {
 		cidrs = append(cidrs, c)
 	}
-	return sortedCopy(cidrs), nil
+	return slices.Sorted(slices.Values(cidrs)), nil
 }
 
 // ownedNodeRules lists the node security group's rules the provider wrote (description
@@ -144,17 +145,11 @@ func (v *awsView) ownedNodeRules() []string {
 
 // nodeRules reads the ingress rules of the seed's node security group.
 func (v *awsView) nodeRules() ([]moto.SGRule, error) {
-	ctx, cancel := ctx10()
+	ctx, cancel := ctx30()
 	defer cancel()
 	gs, err := v.srv.SecurityGroups(ctx, v.f.NodeSecurityGroupID)
 	if err != nil {
 		return nil, err
 	}
 	return gs[0].Rules, nil
-}
-
-func sortedCopy(s []string) []string {
-	out := append([]string(nil), s...)
-	sort.Strings(out)
-	return out
 }

@@ -234,13 +234,9 @@ func manifestArgs(t *testing.T, path string) []string {
 	return nil
 }
 
+// containsArg reports whether args set the boolean flag arg (as arg or arg=true).
 func containsArg(args []string, arg string) bool {
-	for _, a := range args {
-		if a == arg || a == arg+"=true" {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(args, arg) || slices.Contains(args, arg+"=true")
 }
 
 // dropOtherBindings deletes every ClusterRoleBinding and RoleBinding that names one of the

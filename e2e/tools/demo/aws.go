@@ -184,7 +184,8 @@ func (d *awsDemo) startController() (func(), error) {
 }
 
 // startProcess runs bin in its own process group (a Ctrl-C reaches only the demo, which stops
-// it in order) with its output in logPath, and returns the function that stops it.
+// it in order) with its output in logPath and environment env (nil: this process's), and returns
+// the function that stops it.
 func startProcess(bin string, args, env []string, logPath string) (func(), error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {

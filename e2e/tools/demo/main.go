@@ -323,31 +323,9 @@ func (d *demo) printLab() {
 // startController runs portico-controller and returns the function that stops it.
 func (d *demo) startController() (func(), error) {
 	d.ctlog = filepath.Join(d.dir, "portico-controller.log")
-	logFile, err := os.Create(d.ctlog)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(d.bins["portico-controller"], "--kubeconfig="+d.c.KubeconfigPath(), "--class="+class+"=baremetal",
-		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group: a Ctrl-C reaches only the demo, which stops it in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	return func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logFile.Close()
-	}, nil
+	args := []string{"--kubeconfig=" + d.c.KubeconfigPath(), "--class=" + class + "=baremetal",
+		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"}
+	return startProcess(d.bins["portico-controller"], args, nil, d.ctlog)
 }
 
 // macs maps the nodes' eth0 MAC addresses to their names, filled by startNodes.
