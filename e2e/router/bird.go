@@ -35,6 +35,8 @@ type Config struct {
 	// Neighbors are the sessions, one per address (an IPv4 neighbour carries IPv4 routes, an
 	// IPv6 one IPv6 routes).
 	Neighbors []Neighbor
+	// Debug has bird log every protocol's debug messages.
+	Debug bool
 }
 
 // BFD is bird's BFD interval (receive and transmit) and detection multiplier.
@@ -49,6 +51,8 @@ type Neighbor struct {
 	Name string
 	Addr netip.Addr
 	ASN  uint32
+	// Local is the router's address for the session; zero: any.
+	Local netip.Addr
 	// Password is the TCP MD5 password; empty: none.
 	Password string
 	// BFD turns BFD on for the session: bird ends the session when BFD says the path is down.
@@ -113,6 +117,9 @@ var birdConfig = template.Must(template.New("bird").Funcs(template.FuncMap{
 	"s":  func(d time.Duration) int64 { return int64(d / time.Second) },
 	"ms": func(d time.Duration) int64 { return int64(d / time.Millisecond) },
 }).Parse(`log stderr all;
+{{- if .Debug}}
+debug protocols all;
+{{- end}}
 router id {{.RouterID}};
 protocol device { scan time 10; }
 protocol kernel kernel4 { ipv4 { export all; }; merge paths on; }
@@ -130,6 +137,9 @@ template bgp nodes {
 {{range .Neighbors}}
 protocol bgp {{.Name}} from nodes {
 	neighbor {{.Addr}} as {{.ASN}};
+	{{- if .Local.IsValid}}
+	local {{.Local}} as {{$.ASN}};
+	{{- end}}
 	{{- if .Password}}
 	password "{{.Password}}";
 	{{- end}}
@@ -363,6 +373,12 @@ func (b *Bird) ProtocolState(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return ParseProtocolState(name, out)
+}
+
+// ParseProtocolState reads the "BGP state" of protocol name from `birdc show protocols all
+// <name>`.
+func ParseProtocolState(name, out string) (string, error) {
 	for _, line := range strings.Split(out, "\n") {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == "BGP state" {
 			return strings.TrimSpace(v), nil

@@ -78,7 +78,8 @@ func TestRender(t *testing.T) {
 	c := Config{ASN: 64512, HoldTime: 3 * time.Second, Keepalive: time.Second, Neighbors: []Neighbor{
 		{Name: "node1", Addr: netip.MustParseAddr("198.19.0.11"), ASN: 64513, Password: "pw", BFD: true},
 		{Name: "node1_6", Addr: netip.MustParseAddr("fd00:c613::11"), ASN: 64513},
-	}}
+		{Name: "node2", Addr: netip.MustParseAddr("198.19.0.12"), ASN: 64513, Local: netip.MustParseAddr("198.19.0.2")},
+	}, Debug: true}
 	b, err := Render(h, c)
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +91,8 @@ func TestRender(t *testing.T) {
 		"hold time 3;", "keepalive time 1;", "local as 64512;",
 		"protocol bgp node1 from nodes {\n\tneighbor 198.19.0.11 as 64513;\n\tpassword \"pw\";\n\tbfd on;\n\tipv4 { import all; export none; };",
 		"protocol bgp node1_6 from nodes {\n\tneighbor fd00:c613::11 as 64513;\n\tbfd off;\n\tipv6 { import all; export none; };",
+		"neighbor 198.19.0.12 as 64513;\n\tlocal 198.19.0.2 as 64512;\n\tbfd off;",
+		"log stderr all;\ndebug protocols all;\nrouter id",
 	} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("config lacks %q:\n%s", want, conf)

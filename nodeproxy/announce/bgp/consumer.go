@@ -319,14 +319,18 @@ func (c *Consumer) advertisements(st *tracker.State, objs map[string]*v1alpha1.B
 	if err != nil {
 		return nil, err
 	}
-	seenPools := map[string]bool{}
+	// The pools' settings, parsed once per sync rather than once per VIP.
+	pools := map[string]*baremetal.BGPSettings{}
 	byPrefix := map[netip.Prefix]Advertisement{}
 	for _, t := range targets {
 		if t.Pool == nil || t.Pool.Spec.Announce.BGP == nil {
 			continue
 		}
-		settings := c.poolSettings(t.Pool, all)
-		seenPools[t.Pool.Name] = true
+		settings, ok := pools[t.Pool.Name]
+		if !ok {
+			settings = c.poolSettings(t.Pool, all)
+			pools[t.Pool.Name] = settings
+		}
 		if settings == nil {
 			continue
 		}
@@ -370,7 +374,7 @@ func (c *Consumer) advertisements(st *tracker.State, objs map[string]*v1alpha1.B
 		byPrefix[prefix] = adv
 	}
 	for name := range c.lastPool {
-		if !seenPools[name] {
+		if _, ok := pools[name]; !ok {
 			delete(c.lastPool, name)
 		}
 	}

@@ -67,12 +67,8 @@ func prefixSet(name string, prefixes []netip.Prefix) *api.DefinedSet {
 // export assignment. Call it before AddPeer.
 func (s *Speaker) addExport(ctx context.Context, addr netip.Addr, prefixes map[netip.Prefix]bool) error {
 	policy, nset, pset := exportNames(addr)
-	bits := 32
-	if addr.Is6() {
-		bits = 128
-	}
 	if err := s.srv.AddDefinedSet(ctx, &api.AddDefinedSetRequest{DefinedSet: &api.DefinedSet{
-		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: nset, List: []string{netip.PrefixFrom(addr, bits).String()},
+		DefinedType: api.DefinedType_DEFINED_TYPE_NEIGHBOR, Name: nset, List: []string{netip.PrefixFrom(addr, addr.BitLen()).String()},
 	}}); err != nil {
 		return fmt.Errorf("adding neighbour set %s: %w", nset, err)
 	}

@@ -1,6 +1,7 @@
 package bgp_test
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portico-lb/portico/e2e/router"
 	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
 )
 
@@ -24,7 +26,7 @@ func TestPerPeerExport(t *testing.T) {
 	second, nodeSecond := hostAddr(lan, 2), hostAddr(lan, 3)
 	rl.exec(rl.router, "ip", "addr", "add", netip.PrefixFrom(second, lan.Bits()).String(), "dev", "eth0")
 	rl.exec(&node.Host, "ip", "addr", "add", netip.PrefixFrom(nodeSecond, lan.Bits()).String(), "dev", "eth0")
-	rl.startBird([]neighbor{
+	rl.startBird([]router.Neighbor{
 		{Name: "peerA", Addr: node.Addr, Local: rl.router.Addr},
 		{Name: "peerB", Addr: nodeSecond, Local: second},
 	})
@@ -81,7 +83,7 @@ func TestPerPeerExport(t *testing.T) {
 func TestPasswordRotation(t *testing.T) {
 	rl := newRouterLab(t, 1)
 	node := rl.nodes[0]
-	rl.startBird([]neighbor{{Name: "node1", Addr: node.Addr, Password: "old-password"}})
+	rl.startBird([]router.Neighbor{{Name: "node1", Addr: node.Addr, Password: "old-password"}})
 	s := rl.startSpeaker(node)
 	peer := rl.peers4and6("old-password", false)[0]
 	s.setPeers(peer)
@@ -90,7 +92,7 @@ func TestPasswordRotation(t *testing.T) {
 	before := rl.protoSince(t, "node1")
 
 	time.Sleep(1100 * time.Millisecond) // bird's state-change times have a resolution of 1 s
-	rl.reconfigureBird([]neighbor{{Name: "node1", Addr: node.Addr, Password: "new-password"}})
+	rl.reconfigureBird([]router.Neighbor{{Name: "node1", Addr: node.Addr, Password: "new-password"}})
 	peer.Password = "new-password"
 	s.setPeers(peer)
 	waitFor(t, 30*time.Second, "the session to come back with the new password", func() error {
@@ -115,7 +117,7 @@ func (rl *routerLab) waitProtos(prefix netip.Prefix, want []string, timeout time
 	defer rl.dumpOnFailure()
 	want = slices.Sorted(slices.Values(want))
 	waitFor(rl.t, timeout, fmt.Sprintf("routes for %s from %v at the router", prefix, want), func() error {
-		routes, err := rl.routes(prefix)
+		routes, err := rl.bird.Routes(context.Background(), prefix)
 		if err != nil {
 			return err
 		}

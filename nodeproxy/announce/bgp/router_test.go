@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/portico-lb/portico/e2e/netlab"
+	"github.com/portico-lb/portico/e2e/router"
 	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
 )
 
@@ -20,11 +21,11 @@ import (
 func TestRouter(t *testing.T) {
 	rl := newRouterLab(t, 3)
 	const password = "portico-md5"
-	var neighbors []neighbor
+	var neighbors []router.Neighbor
 	for _, n := range rl.nodes {
 		neighbors = append(neighbors,
-			neighbor{Name: n.Name, Addr: n.Addr, Password: password, BFD: true},
-			neighbor{Name: n.Name + "v6", Addr: n.Addr6, Password: password, BFD: true})
+			router.Neighbor{Name: n.Name, Addr: n.Addr, Password: password, BFD: true},
+			router.Neighbor{Name: n.Name + "v6", Addr: n.Addr6, Password: password, BFD: true})
 	}
 	rl.startBird(neighbors)
 
@@ -50,7 +51,7 @@ func TestRouter(t *testing.T) {
 	rl.waitNextHops(vip6, hops6, 10*time.Second)
 
 	t.Run("attributes", func(t *testing.T) {
-		routes, err := rl.routes(vip4)
+		routes, err := rl.bird.Routes(context.Background(), vip4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,11 +129,11 @@ func TestRouter(t *testing.T) {
 			vip  netip.Prefix
 			want []netip.Addr
 		}{{vip4, hops4[:2]}, {vip6, hops6[:2]}} {
-			got, err := rl.nextHops(c.vip)
+			got, err := rl.bird.NextHops(context.Background(), c.vip)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !sameAddrs(got, c.want) {
+			if !slices.Equal(got, slices.SortedFunc(slices.Values(c.want), netip.Addr.Compare)) { // NextHops sorts
 				t.Errorf("%s right after node3's speaker exited: next hops %v, want %v", c.vip, got, c.want)
 			}
 		}
@@ -153,7 +154,7 @@ func TestRouter(t *testing.T) {
 func TestWrongPassword(t *testing.T) {
 	rl := newRouterLab(t, 1)
 	node := rl.nodes[0]
-	rl.startBird([]neighbor{
+	rl.startBird([]router.Neighbor{
 		{Name: "node1", Addr: node.Addr, Password: "right"},
 		{Name: "node1v6", Addr: node.Addr6, Password: "right"},
 	})
@@ -180,7 +181,7 @@ func TestWrongPassword(t *testing.T) {
 	if state, out, _ := rl.protoState("node1"); state == "Established" {
 		t.Errorf("bird established a session with a wrong password:\n%s", out)
 	}
-	if hops, err := rl.nextHops(vip4); err != nil || len(hops) != 0 {
+	if hops, err := rl.bird.NextHops(context.Background(), vip4); err != nil || len(hops) != 0 {
 		t.Errorf("router has %s via %v (err %v); want no route", vip4, hops, err)
 	}
 }
@@ -231,7 +232,7 @@ func BenchmarkLinkCut(b *testing.B) {
 // newLinkCutLab: node1 peers with BFD, node2 without; both advertise vip4.
 func newLinkCutLab(t testing.TB) (*routerLab, []*speaker) {
 	rl := newRouterLab(t, 2)
-	rl.startBird([]neighbor{
+	rl.startBird([]router.Neighbor{
 		{Name: "node1", Addr: rl.nodes[0].Addr, BFD: true},
 		{Name: "node2", Addr: rl.nodes[1].Addr},
 	})
@@ -257,7 +258,7 @@ func (rl *routerLab) cutAndMeasure(s *speaker, timeout time.Duration) time.Durat
 	start := time.Now()
 	defer rl.setLink(s.node, true)
 	for {
-		hops, err := rl.nextHops(vip4)
+		hops, err := rl.bird.NextHops(context.Background(), vip4)
 		if err != nil {
 			rl.t.Fatal(err)
 		}

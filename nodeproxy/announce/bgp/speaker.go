@@ -228,12 +228,12 @@ func (s *Speaker) SetAdvertisements(ctx context.Context, advs []Advertisement) e
 	// Each peer's export set before the new paths go out. A prefix announced before and after
 	// whose peers changed needs the peer re-evaluated (resetOut, after the paths are in).
 	var reset []netip.Addr
+	announced := func(p netip.Prefix) bool { _, ok := s.advs[p]; return ok }
 	for _, addr := range slices.SortedFunc(maps.Keys(s.exported), netip.Addr.Compare) {
 		added, removed, err := s.updateExport(ctx, addr, exportFor(addr, want))
 		if err != nil {
 			errs = append(errs, err)
 		}
-		announced := func(p netip.Prefix) bool { _, ok := s.advs[p]; return ok }
 		if slices.ContainsFunc(added, announced) || slices.ContainsFunc(removed, announced) {
 			reset = append(reset, addr)
 		}
