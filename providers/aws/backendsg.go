@@ -193,6 +193,15 @@ func (p *Provider) allowBackend(ctx context.Context, groups []ec2types.SecurityG
 	return nil
 }
 
+// allowBackendOnNodes adds the backend rule to the security groups of insts that lack it.
+func (p *Provider) allowBackendOnNodes(ctx context.Context, insts []instance, backend string) error {
+	groups, err := p.nodeSecurityGroups(ctx, insts)
+	if err != nil {
+		return err
+	}
+	return p.allowBackend(ctx, groups, backend)
+}
+
 // collectBackendGroups removes every backend group of the cluster that no load balancer
 // carries any more: first the node rules referencing it, then the group. It runs at the end of
 // every Delete and finished replacement, so a crash in between is collected by the retry.
