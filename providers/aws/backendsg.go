@@ -265,31 +265,32 @@ const knownUserTries = 3
 // balancers. Any load balancer it finds will run its own collection when it is deleted.
 func (p *Provider) knownUser(ctx context.Context, group string) (bool, error) {
 	for _, m := range p.verified.models(knownUserTries) {
-		var groups []string
-		if m.Kind == annotations.AWSNLB {
-			lb, err := p.findNLB(ctx, m.Name)
-			if err != nil || lb == nil {
-				if err != nil {
-					return false, err
-				}
-				continue
-			}
-			groups = lb.SecurityGroups
-		} else {
-			lb, err := p.findClassic(ctx, m.Name)
-			if err != nil || lb == nil {
-				if err != nil {
-					return false, err
-				}
-				continue
-			}
-			groups = lb.SecurityGroups
+		groups, err := p.lbSecurityGroups(ctx, m.Kind, m.Name)
+		if err != nil {
+			return false, err
 		}
 		if slices.Contains(groups, group) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// lbSecurityGroups returns the security groups of the load balancer of kind named name; none
+// when there is no such load balancer.
+func (p *Provider) lbSecurityGroups(ctx context.Context, kind annotations.AWSType, name string) ([]string, error) {
+	if kind == annotations.AWSNLB {
+		lb, err := p.findNLB(ctx, name)
+		if err != nil || lb == nil {
+			return nil, err
+		}
+		return lb.SecurityGroups, nil
+	}
+	lb, err := p.findClassic(ctx, name)
+	if err != nil || lb == nil {
+		return nil, err
+	}
+	return lb.SecurityGroups, nil
 }
 
 // revokeBackendRules revokes every rule referencing the backend group (which must go before the
