@@ -83,11 +83,10 @@ type verification struct {
 	targetGroups []string
 }
 
+// fresh reports whether name was verified with hash within the period.
 func (v *verifications) fresh(name, hash string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	x, ok := v.m[name]
-	return ok && x.hash == hash && v.now().Sub(x.at) < v.period
+	x, ok := v.get(name)
+	return ok && x.hash == hash
 }
 
 func (v *verifications) done(name, hash string, model desiredLB, targetGroups []string) {

@@ -193,6 +193,15 @@ func (p *Provider) allowBackend(ctx context.Context, groups []ec2types.SecurityG
 	return nil
 }
 
+// allowBackendOnNodes adds the backend rule to the security groups of insts that lack it.
+func (p *Provider) allowBackendOnNodes(ctx context.Context, insts []instance, backend string) error {
+	groups, err := p.nodeSecurityGroups(ctx, insts)
+	if err != nil {
+		return err
+	}
+	return p.allowBackend(ctx, groups, backend)
+}
+
 // collectBackendGroups removes every backend group of the cluster that no load balancer
 // carries any more: first the node rules referencing it, then the group. It runs at the end of
 // every Delete and finished replacement, so a crash in between is collected by the retry.
@@ -256,31 +265,32 @@ const knownUserTries = 3
 // balancers. Any load balancer it finds will run its own collection when it is deleted.
 func (p *Provider) knownUser(ctx context.Context, group string) (bool, error) {
 	for _, m := range p.verified.models(knownUserTries) {
-		var groups []string
-		if m.Kind == annotations.AWSNLB {
-			lb, err := p.findNLB(ctx, m.Name)
-			if err != nil || lb == nil {
-				if err != nil {
-					return false, err
-				}
-				continue
-			}
-			groups = lb.SecurityGroups
-		} else {
-			lb, err := p.findClassic(ctx, m.Name)
-			if err != nil || lb == nil {
-				if err != nil {
-					return false, err
-				}
-				continue
-			}
-			groups = lb.SecurityGroups
+		groups, err := p.lbSecurityGroups(ctx, m.Kind, m.Name)
+		if err != nil {
+			return false, err
 		}
 		if slices.Contains(groups, group) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// lbSecurityGroups returns the security groups of the load balancer of kind named name; none
+// when there is no such load balancer.
+func (p *Provider) lbSecurityGroups(ctx context.Context, kind annotations.AWSType, name string) ([]string, error) {
+	if kind == annotations.AWSNLB {
+		lb, err := p.findNLB(ctx, name)
+		if err != nil || lb == nil {
+			return nil, err
+		}
+		return lb.SecurityGroups, nil
+	}
+	lb, err := p.findClassic(ctx, name)
+	if err != nil || lb == nil {
+		return nil, err
+	}
+	return lb.SecurityGroups, nil
 }
 
 // revokeBackendRules revokes every rule referencing the backend group (which must go before the

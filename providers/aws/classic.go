@@ -131,11 +131,7 @@ func (p *Provider) createClassic(ctx context.Context, ref providers.Ref, d desir
 	}
 	if backend != "" && d.ManageNodeRules {
 		// The node rule goes first: the load balancer serves as soon as it exists.
-		nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := p.allowBackend(ctx, nodeGroups, backend); err != nil {
+		if err := p.allowBackendOnNodes(ctx, insts, backend); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -544,23 +540,8 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 	if len(groups) == 0 {
 		// desired checked that the groups, with the extra and backend ones, are at most
 		// maxClassicGroups.
-		chunks := splitRules(classicRules(d), maxRulesPerGroup)
-		own, err := p.ensureOwnSecurityGroups(ctx, d, vpc, len(chunks))
-		if err != nil {
-			return err
-		}
-		var sets []groupRules
-		for i, g := range own {
-			var want []sgRule
-			if i < len(chunks) {
-				want = chunks[i]
-				groups = append(groups, aws.ToString(g.GroupId))
-			} else {
-				extra = append(extra, g)
-			}
-			sets = append(sets, groupRules{g, want})
-		}
-		if err := p.reconcileRuleSets(ctx, ref.UID, d.Name, sets); err != nil {
+		var err error
+		if groups, extra, err = p.convergeOwnGroups(ctx, ref, d, vpc, classicRules(d)); err != nil {
 			return err
 		}
 	}
@@ -571,11 +552,7 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 	}
 	if d.ManageNodeRules {
 		// Before the group is attached, so that the load balancer never lacks the rule.
-		nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
-		if err != nil {
-			return err
-		}
-		if err := p.allowBackend(ctx, nodeGroups, backend); err != nil {
+		if err := p.allowBackendOnNodes(ctx, insts, backend); err != nil {
 			return err
 		}
 	}

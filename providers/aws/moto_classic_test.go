@@ -134,13 +134,10 @@ func TestClassicLifecycleMoto(t *testing.T) {
 	}
 }
 
+// isRead reports whether op ("service:Action") is a Describe call.
 func isRead(op string) bool {
-	for i := range op {
-		if op[i] == ':' {
-			return len(op) > i+8 && op[i+1:i+9] == "Describe"
-		}
-	}
-	return false
+	_, action, ok := strings.Cut(op, ":")
+	return ok && strings.HasPrefix(action, "Describe")
 }
 
 // TestReplacementMoto: a scheme change and a kind change each create the replacement first and

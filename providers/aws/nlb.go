@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
@@ -134,25 +133,8 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 // rules than one holds), the groups it carries (its own and the cluster's backend group), and
 // the node groups' rule letting the backend group in (backendsg.go).
 func (p *Provider) reconcileNLBSecurity(ctx context.Context, ref providers.Ref, d desiredLB, rec *lbRecord, insts []instance) error {
-	chunks := splitRules(nlbFrontendRules(d), maxRulesPerGroup)
-	own, err := p.ensureOwnSecurityGroups(ctx, d, rec.VPC, len(chunks))
+	want, extra, err := p.convergeOwnGroups(ctx, ref, d, rec.VPC, nlbFrontendRules(d))
 	if err != nil {
-		return err
-	}
-	var sets []groupRules
-	var want []string
-	var extra []ec2types.SecurityGroup
-	for i, g := range own {
-		var rules []sgRule
-		if i < len(chunks) {
-			rules = chunks[i]
-			want = append(want, aws.ToString(g.GroupId))
-		} else {
-			extra = append(extra, g)
-		}
-		sets = append(sets, groupRules{g, rules})
-	}
-	if err := p.reconcileRuleSets(ctx, ref.UID, d.Name, sets); err != nil {
 		return err
 	}
 	groups, backend, err := p.attachedGroups(ctx, d, rec.VPC, rec.SecurityGroups, want)
@@ -160,11 +142,7 @@ func (p *Provider) reconcileNLBSecurity(ctx context.Context, ref providers.Ref, 
 		return err
 	}
 	if d.ManageNodeRules {
-		nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
-		if err != nil {
-			return err
-		}
-		if err := p.allowBackend(ctx, nodeGroups, backend); err != nil {
+		if err := p.allowBackendOnNodes(ctx, insts, backend); err != nil {
 			return err
 		}
 	}
@@ -216,11 +194,7 @@ func (p *Provider) createNLB(ctx context.Context, ref providers.Ref, d desiredLB
 			return nil, err
 		}
 		if backend != "" && d.ManageNodeRules {
-			nodeGroups, err := p.nodeSecurityGroups(ctx, insts)
-			if err != nil {
-				return nil, err
-			}
-			if err := p.allowBackend(ctx, nodeGroups, backend); err != nil {
+			if err := p.allowBackendOnNodes(ctx, insts, backend); err != nil {
 				return nil, err
 			}
 		}

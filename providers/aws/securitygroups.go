@@ -461,6 +461,31 @@ const (
 	maxNLBGroups     = 5
 )
 
+// convergeOwnGroups splits rules across the load balancer's own groups (ensureOwnSecurityGroups)
+// and converges each group's rules. It returns the ids of the groups holding rules, in order,
+// and the owned groups no longer needed, emptied, which the caller detaches and deletes.
+func (p *Provider) convergeOwnGroups(ctx context.Context, ref providers.Ref, d desiredLB, vpc string, rules []sgRule) (attach []string, extra []ec2types.SecurityGroup, err error) {
+	chunks := splitRules(rules, maxRulesPerGroup)
+	own, err := p.ensureOwnSecurityGroups(ctx, d, vpc, len(chunks))
+	if err != nil {
+		return nil, nil, err
+	}
+	sets := make([]groupRules, len(own))
+	for i, g := range own {
+		sets[i].group = g
+		if i < len(chunks) {
+			sets[i].want = chunks[i]
+			attach = append(attach, aws.ToString(g.GroupId))
+		} else {
+			extra = append(extra, g)
+		}
+	}
+	if err := p.reconcileRuleSets(ctx, ref.UID, d.Name, sets); err != nil {
+		return nil, nil, err
+	}
+	return attach, extra, nil
+}
+
 // splitRules packs rules into as few groups of at most limit rules as it can, keeping the
 // rules of one source together while a source fits in a group, in a stable order (sources
 // sorted), so that the same rules always land in the same groups.
