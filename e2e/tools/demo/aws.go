@@ -38,8 +38,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/annotations"
-	"github.com/portico-lb/portico/e2e/cluster"
-	"github.com/portico-lb/portico/e2e/moto"
+	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/moto"
 )
 
 const (
