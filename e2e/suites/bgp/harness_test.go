@@ -34,11 +34,11 @@ const (
 )
 
 var shared struct {
-	once       sync.Once
-	err        error
+	once            sync.Once
+	err             error
 	*labcluster.Env // lab, control plane, controller
-	bird       *router.Bird
-	outside    *router.Outside // the client behind the router
+	bird            *router.Bird
+	outside         *router.Outside // the client behind the router
 
 	mu     sync.Mutex
 	agents map[string]*netlab.Process

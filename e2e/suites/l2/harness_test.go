@@ -41,8 +41,8 @@ const (
 
 // shared is one lab, control plane, controller and three agents for the package.
 var shared struct {
-	once       sync.Once
-	err        error
+	once            sync.Once
+	err             error
 	*labcluster.Env // lab, control plane, controller
 
 	mu     sync.Mutex
