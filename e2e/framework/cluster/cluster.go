@@ -23,6 +23,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
+	"github.com/portico-lb/portico/e2e/framework/ports"
+	"github.com/portico-lb/portico/e2e/framework/process"
 )
 
 // ServiceCIDR is the ClusterIP range of every test cluster. LoadBalancer pools used by tests
@@ -69,7 +71,7 @@ type Cluster struct {
 	ownsDir   bool
 	creds     *credentials
 	host      string
-	procs     []*process
+	procs     []*process.Process
 	cfg       *rest.Config
 	client    kubernetes.Interface
 	kubeconfg string
@@ -156,12 +158,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 }
 
 func (c *Cluster) startEtcd(ctx context.Context, bin string) (string, error) {
-	ports, err := freePorts(2)
+	free, err := ports.FreeOn(ports.Loopback, 2)
 	if err != nil {
 		return "", err
 	}
-	client := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	peer := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	client := "http://127.0.0.1:" + strconv.Itoa(free[0])
+	peer := "http://127.0.0.1:" + strconv.Itoa(free[1])
 	p, err := c.start("etcd", bin,
 		"--name=default",
 		"--data-dir="+filepath.Join(c.dir, "etcd"),
@@ -194,16 +196,16 @@ func (c *Cluster) startEtcd(ctx context.Context, bin string) (string, error) {
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, bind netip.Addr, serviceCIDRs []string) error {
-	ports, err := freePortsOn(bind, 1)
+	free, err := ports.FreeOn(bind, 1)
 	if err != nil {
 		return err
 	}
-	c.host = "https://" + netip.AddrPortFrom(bind, uint16(ports[0])).String()
+	c.host = "https://" + netip.AddrPortFrom(bind, uint16(free[0])).String()
 	p, err := c.start("kube-apiserver", bin,
 		"--etcd-servers="+etcdURL,
 		"--bind-address="+bind.String(),
 		"--advertise-address="+bind.String(),
-		"--secure-port="+strconv.Itoa(ports[0]),
+		"--secure-port="+strconv.Itoa(free[0]),
 		"--tls-cert-file="+c.creds.certFile,
 		"--tls-private-key-file="+c.creds.keyFile,
 		"--token-auth-file="+c.creds.tokenFile,
@@ -287,7 +289,7 @@ func (c *Cluster) Host() string { return c.host }
 func (c *Cluster) PIDs() map[string]int {
 	m := map[string]int{}
 	for _, p := range c.procs {
-		m[p.name] = p.cmd.Process.Pid
+		m[p.Name()] = p.Pid()
 	}
 	return m
 }
@@ -320,7 +322,7 @@ func (c *Cluster) WriteKubeconfigWithToken(path, server, token string) error {
 func (c *Cluster) Stop() error {
 	var errs []error
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		if err := c.procs[i].stop(10 * time.Second); err != nil {
+		if err := c.procs[i].Stop(10 * time.Second); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -360,48 +362,4 @@ func sweepOwned(prefix string) {
 			_ = os.RemoveAll(dir)
 		}
 	}
-}
-
-// waitFor polls check until it succeeds, the process exits, or the timeout passes.
-func waitFor(ctx context.Context, p *process, timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
-		if last = check(); last == nil {
-			return nil
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited: %v; log tail:\n%s", p.name, p.exitErr, p.logTail())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("timed out after %s: %w; log tail:\n%s", timeout, last, p.logTail())
-}
-
-func freePorts(n int) ([]int, error) {
-	return freePortsOn(netip.MustParseAddr("127.0.0.1"), n)
-}
-
-// freePortsOn asks the kernel for n free TCP ports on addr. The listeners are held until all
-// ports are chosen so the same port is not returned twice.
-func freePortsOn(addr netip.Addr, n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", netip.AddrPortFrom(addr, 0).String())
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port on %s: %w", addr, err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

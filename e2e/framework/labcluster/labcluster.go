@@ -11,10 +11,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -22,19 +20,21 @@ import (
 
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/process"
 )
 
 // Env is one started environment. Close stops whatever of it was started.
 type Env struct {
-	Dir        string // temporary: binaries, kubeconfig, logs
-	Agent      string // the portico-agent binary
+	Dir        string // temporary: kubeconfig, logs
+	Agent      string // the portico-agent binary (in the gobuild cache)
 	Kubeconfig string // for processes inside the lab (the apiserver on the root link)
 	Lab        *netlab.Lab
 	Cluster    *cluster.Cluster
 	CS         kubernetes.Interface
 	CL         client.Client // with the v1alpha1 scheme
-	Controller *exec.Cmd
+	Controller *process.Process // portico-controller, logging to Dir/controller.log
 
 	mu   sync.Mutex
 	logs map[string]*os.File
@@ -54,13 +54,12 @@ func (e *Env) start(ctx context.Context, prefix, crdDir string, namespaces []str
 	if e.Dir, err = cluster.OwnedTempDir(prefix); err != nil {
 		return err
 	}
-	e.Agent = filepath.Join(e.Dir, "portico-agent")
-	controller := filepath.Join(e.Dir, "portico-controller")
-	for out, pkg := range map[string]string{e.Agent: "github.com/portico-lb/portico/cmd/portico-agent",
-		controller: "github.com/portico-lb/portico/cmd/portico-controller"} {
-		if err := build(out, pkg); err != nil {
-			return err
-		}
+	if e.Agent, err = gobuild.Binary(ctx, "cmd/portico-agent"); err != nil {
+		return err
+	}
+	controller, err := gobuild.Binary(ctx, "cmd/portico-controller")
+	if err != nil {
+		return err
 	}
 	if e.Lab, err = netlab.NewE(netlab.Options{Nodes: 3, Clients: 1, RootLink: true, IPv6: true}); err != nil {
 		return err
@@ -96,15 +95,13 @@ func (e *Env) start(ctx context.Context, prefix, crdDir string, namespaces []str
 		}
 	}
 	// The controller: the real binary, all class-less Services to the baremetal provider.
-	e.Controller = exec.Command(controller, "--kubeconfig="+e.Cluster.KubeconfigPath(), "--classless-provider=baremetal",
-		"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0")
-	e.Controller.Stdout, e.Controller.Stderr = e.Log("controller.log"), e.Log("controller.log")
-	e.Controller.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := e.Controller.Start(); err != nil {
-		e.Controller = nil
-		return fmt.Errorf("starting portico-controller: %w", err)
-	}
-	return nil
+	e.Controller, err = process.Start(controller, process.Options{
+		Name: "portico-controller",
+		Args: []string{"--kubeconfig=" + e.Cluster.KubeconfigPath(), "--classless-provider=baremetal",
+			"--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"},
+		LogPath: filepath.Join(e.Dir, "controller.log"),
+	})
+	return err
 }
 
 // Log is the file name in Dir, created on first use and shared by later calls; nil (output
@@ -130,9 +127,10 @@ func (e *Env) Close() error {
 		return nil
 	}
 	var errs []error
-	if e.Controller != nil && e.Controller.Process != nil {
-		_ = e.Controller.Process.Kill()
-		_ = e.Controller.Wait()
+	if e.Controller != nil {
+		if err := e.Controller.Kill(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if e.Cluster != nil {
 		if err := e.Cluster.Stop(); err != nil {
@@ -153,13 +151,4 @@ func (e *Env) Close() error {
 		os.RemoveAll(e.Dir)
 	}
 	return errors.Join(errs...)
-}
-
-func build(out, pkg string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building %s: %w: %s", pkg, err, b)
-	}
-	return nil
 }

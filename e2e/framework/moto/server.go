@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,10 +22,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/ports"
+	"github.com/portico-lb/portico/e2e/framework/process"
+	"github.com/portico-lb/portico/e2e/framework/wait"
+	"github.com/portico-lb/portico/internal/prereq"
 )
 
 // Version is the moto release the harness requires.
-const Version = "5.2.5"
+const Version = prereq.MotoVersion
 
 // Static credentials and identity of every server. moto accepts any credentials and maps
 // unknown access keys to its default account.
@@ -38,7 +41,7 @@ const (
 )
 
 // EnvServer names the environment variable that overrides the moto_server path.
-const EnvServer = "PORTICO_MOTO_SERVER"
+const EnvServer = prereq.MotoServerEnv
 
 // harnessAppID marks the harness's own requests (seeding, inventory) in their User-Agent, so
 // that Calls leaves them out of what the code under test did.
@@ -59,35 +62,20 @@ type Server struct {
 	// Region is the region AWSConfig and Seed use (DefaultRegion).
 	Region string
 
-	dir     string
-	logPath string
-	cmd     *exec.Cmd
-	done    chan struct{}
-	exitErr error
+	dir  string
+	proc *process.Process
 
 	mu     sync.Mutex
 	seeded map[string]bool // IDs and ARNs Seed created; Owned leaves them out
 }
 
-// Binary returns the moto_server to run: $PORTICO_MOTO_SERVER, else
-// ${PORTICO_CACHE:-$HOME/.cache/portico}/moto-5.2.5/bin/moto_server.
-func Binary() string {
-	if p := os.Getenv(EnvServer); p != "" {
-		return p
-	}
-	cache := os.Getenv("PORTICO_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "portico")
-	}
-	return filepath.Join(cache, "moto-"+Version, "bin", "moto_server")
-}
+// Binary returns the moto_server to run, where `make prereqs` installs it
+// (internal/prereq.MotoServerPath: $PORTICO_MOTO_SERVER, else <cache>/moto-<version>/bin/moto_server).
+func Binary() string { return prereq.Host().MotoServerPath() }
 
 // fixHint says how to install the pinned moto where Binary looks.
 func fixHint() string {
-	venv := filepath.Dir(filepath.Dir(Binary()))
-	return fmt.Sprintf("run `make prereqs`, or: python3 -m venv %s && %s/bin/pip install 'moto[server]==%s' (or set %s)",
-		venv, venv, Version, EnvServer)
+	return fmt.Sprintf("run `make prereqs`, or: %s (or set %s)", prereq.Host().MotoInstallCommand("python3"), EnvServer)
 }
 
 var checked struct {
@@ -224,42 +212,31 @@ func startOnce() (s *Server, err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	port, err := freePort()
+	port, err := ports.Free()
 	if err != nil {
 		return nil, err
 	}
 	s = &Server{
-		URL:     "http://127.0.0.1:" + strconv.Itoa(port),
-		Region:  DefaultRegion,
-		dir:     dir,
-		logPath: filepath.Join(dir, "moto.log"),
-		done:    make(chan struct{}),
-		seeded:  map[string]bool{},
+		URL:    "http://127.0.0.1:" + strconv.Itoa(port),
+		Region: DefaultRegion,
+		dir:    dir,
+		seeded: map[string]bool{},
 	}
-	logFile, err := os.Create(s.logPath)
+	s.proc, err = process.Start(Binary(), process.Options{
+		Name: "moto_server",
+		Args: []string{"-H", "127.0.0.1", "-p", strconv.Itoa(port)},
+		Dir:  dir,
+		Env: append(os.Environ(),
+			envDir+"="+dir,
+			"MOTO_RECORDER_FILEPATH="+filepath.Join(dir, "recording.jsonl"),
+			"PYTHONUNBUFFERED=1",
+		),
+		LogPath: filepath.Join(dir, "moto.log"),
+	})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(Binary(), "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = append(os.Environ(),
-		envDir+"="+dir,
-		"MOTO_RECORDER_FILEPATH="+filepath.Join(dir, "recording.jsonl"),
-		"PYTHONUNBUFFERED=1",
-	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting moto_server: %w", err)
-	}
-	s.cmd = cmd
-	go func() {
-		s.exitErr = cmd.Wait()
-		logFile.Close()
-		close(s.done)
-	}()
-	if err := os.WriteFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, pidFile), []byte(strconv.Itoa(s.proc.Pid())), 0o644); err != nil {
 		_ = s.Stop()
 		return nil, err
 	}
@@ -272,49 +249,33 @@ func startOnce() (s *Server, err error) {
 
 // waitReady polls GET /moto-api/config until moto answers.
 func (s *Server) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last error
-	for time.Now().Before(deadline) {
+	err := wait.Poll(context.Background(), 100*time.Millisecond, timeout, "moto_server to answer", func(context.Context) error {
+		if s.proc.Exited() {
+			return wait.Stop(fmt.Errorf("moto_server exited (%v) before it was ready", s.proc.Err()))
+		}
 		resp, err := http.Get(s.URL + "/moto-api/config")
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode < 300 {
-				return nil
-			}
-			err = fmt.Errorf("status %s", resp.Status)
+		if err != nil {
+			return err
 		}
-		last = err
-		select {
-		case <-s.done:
-			return fmt.Errorf("moto_server exited (%v) before it was ready; log:\n%s", s.exitErr, s.LogTail())
-		case <-time.After(100 * time.Millisecond):
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			return fmt.Errorf("status %s", resp.Status)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w; log:\n%s", err, s.LogTail())
 	}
-	return fmt.Errorf("moto_server not ready after %s: %v; log:\n%s", timeout, last, s.LogTail())
+	return nil
 }
 
 // Stop terminates the server (SIGTERM, then SIGKILL to its process group) and removes its
 // directory. It is idempotent.
 func (s *Server) Stop() error {
-	var err error
-	select {
-	case <-s.done:
-	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			select {
-			case <-s.done:
-			case <-time.After(10 * time.Second):
-				err = errors.New("moto_server did not exit after SIGKILL")
-			}
-		}
-	}
+	err := s.proc.Stop(5 * time.Second)
 	// Kill anything left in the group (moto starts no children today; this is cheap insurance).
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-s.proc.Pid(), syscall.SIGKILL)
 	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
 		err = rmErr
 	}
@@ -322,16 +283,7 @@ func (s *Server) Stop() error {
 }
 
 // LogTail returns the end of the server's log (request lines and Python tracebacks).
-func (s *Server) LogTail() string {
-	b, err := os.ReadFile(s.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
+func (s *Server) LogTail() string { return s.proc.LogTail() }
 
 // Reset wipes all of moto's state (POST /moto-api/reset), stops and clears the recorder, and
 // forgets what Seed created.
@@ -416,15 +368,6 @@ func (s *Server) isSeeded(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.seeded[id]
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // sweep kills moto servers whose owning test process is gone (Pdeathsig normally does; this

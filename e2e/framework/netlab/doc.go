@@ -58,7 +58,7 @@
 // Host.Run and Host.Exec run commands in a namespace through `ip netns exec`. Host.Do, DialTCP,
 // DialUDP, Listen and Request work in-process: they switch one locked OS thread into the
 // namespace, create the socket, and switch back. StartEchoServer runs e2e/tools/echoserver,
-// built once per source version into Portico's cache (~/.cache/portico/echoserver-<hash>).
+// built once per source version into Portico's cache by e2e/framework/gobuild.
 //
 // Labs need root and iproute2. Without them New fails the test naming the fix (`make prereqs`,
 // run as root), or skips it when the user set PORTICO_SKIP_PRIVILEGED=1 (see internal/prereq).

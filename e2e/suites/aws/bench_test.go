@@ -14,9 +14,11 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/portico-lb/portico/e2e/framework/moto"
+	"github.com/portico-lb/portico/e2e/framework/process"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
 // anchorResync is cloud-provider-aws's cost of re-ensuring one single-port Service, by code
@@ -65,7 +67,7 @@ func benchAWSCalls(b *testing.B, kind string, n int) {
 	var costs []opCost
 	measure := func(op string, act func(), settled func() bool) opCost {
 		before := 0.0 // a process started by act counts from zero
-		if !p.exited() {
+		if !p.Exited() {
 			before = awsMetric(b, p)
 		}
 		e.srv.Record(b)
@@ -98,7 +100,7 @@ func benchAWSCalls(b *testing.B, kind string, n int) {
 
 	// No-op resync: a new process re-ensures every Service; nothing has changed. Its first
 	// Ensure of each load balancer is a full verification (applied.go).
-	p.stop()
+	_ = p.Stop(process.DefaultGrace)
 	c := measure("no-op resync", func() { p = e.startController(ctlOptions{Args: []string{"--resync-period=" + steadyResync.String()}}) },
 		func() bool { return ensures(b, p) >= float64(n) })
 	c.anchorPerSvc = anchorResync[kind]
@@ -177,15 +179,10 @@ func benchAWSCalls(b *testing.B, kind string, n int) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// eventuallyB polls cond until it holds (5 minutes at most: 100 creates take a while).
+// eventuallyB waits until cond holds (5 minutes at most: 100 creates take a while).
 func (e *env) eventuallyB(p *proc, what string, cond func() bool) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		e.t.Fatalf("timed out waiting for %s\n%s", what, p.logTail())
-	}
+	wait.For(e.t, 5*time.Minute, what, wait.True(cond), p.LogTail)
 }
 
 func (e *env) withIngress() int {
@@ -290,7 +287,7 @@ func awsMetric(tb testing.TB, p *proc) float64 {
 	tb.Helper()
 	text, err := scrapeWait(p)
 	if err != nil {
-		tb.Fatalf("scraping %s: %v", p.name, err)
+		tb.Fatalf("scraping %s: %v", p.Name(), err)
 	}
 	return metricSum(text, "portico_aws_api_calls_total")
 }
@@ -307,7 +304,7 @@ func ensures(tb testing.TB, p *proc) float64 {
 func scrapeWait(p *proc) (string, error) {
 	var text string
 	var last error
-	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	_ = kwait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		text, last = p.scrape()
 		return last == nil, nil
 	})
@@ -317,7 +314,7 @@ func scrapeWait(p *proc) (string, error) {
 // quiesce waits until the provider's call counter has not moved for 2 s.
 func quiesce(tb testing.TB, p *proc) {
 	prev, still := -1.0, time.Now()
-	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+	_ = kwait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		v := awsMetric(tb, p)
 		if v != prev {
 			prev, still = v, time.Now()

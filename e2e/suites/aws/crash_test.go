@@ -91,7 +91,7 @@ func (c *crasher) arm(n int) func() (bool, int) {
 		writes++
 		if writes == n && !fired {
 			fired = true
-			p.kill()
+			_ = p.Kill()
 		}
 	})
 	return func() (bool, int) {
@@ -152,11 +152,11 @@ func (c *crasher) trial(name, kind, phase string) bool {
 		}
 	}
 	_ = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		return c.p.exited() || done(), nil
+		return c.p.Exited() || done(), nil
 	})
 	fired, writes := disarm()
-	if !fired && c.p.exited() {
-		t.Fatalf("controller exited without being killed:\n%s", c.p.logTail())
+	if !fired && c.p.Exited() {
+		t.Fatalf("controller exited without being killed:\n%s", c.p.LogTail())
 	}
 	if fired {
 		t.Logf("killed at write %d of %s %s; restarting", n, kind, phase)

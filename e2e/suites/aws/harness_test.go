@@ -4,30 +4,31 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/moto"
+	"github.com/portico-lb/portico/e2e/framework/ports"
+	"github.com/portico-lb/portico/e2e/framework/process"
+	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
 // finalizer is portico-controller's; stockFinalizer is the stock service controller's
@@ -48,6 +49,7 @@ type env struct {
 	ns      string
 	class   string
 	cs      kubernetes.Interface
+	svcs    services.Helper // Services of the env's namespace
 	aws     *awsView
 }
 
@@ -80,6 +82,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		class:   "portico-lb.io/" + short,
 		cs:      testCluster.Client(),
 	}
+	e.svcs = services.Helper{TB: t, CS: e.cs, Namespace: e.ns, Timeout: waitTimeout}
 	e.f = srv.Seed(t, moto.SeedOptions{Cluster: e.cluster, AZs: o.AZs, Nodes: o.Nodes})
 	e.aws = newAWSView(srv, e.f)
 	ctx := context.Background()
@@ -181,84 +184,36 @@ const (
 // lbService is a LoadBalancer Service of the env's class (classless when class is ""), port
 // 80/TCP, of the given kind.
 func (e *env) lbService(name, kind string, mutate ...func(*corev1.Service)) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Annotations: map[string]string{}},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": name},
-			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
-		},
-	}
-	if e.class != "" {
-		class := e.class
-		svc.Spec.LoadBalancerClass = &class
-	}
 	if kind == kindNLB {
-		svc.Annotations[annotations.AWSLoadBalancerType] = "nlb"
+		mutate = append([]func(*corev1.Service){func(s *corev1.Service) { s.Annotations[annotations.AWSLoadBalancerType] = "nlb" }}, mutate...)
 	}
-	for _, m := range mutate {
-		m(svc)
-	}
-	return svc
+	return e.svcs.LoadBalancer(name, append([]func(*corev1.Service){services.WithClass(e.class)}, mutate...)...)
 }
 
-func (e *env) create(svc *corev1.Service) *corev1.Service {
-	e.t.Helper()
-	out, err := e.cs.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatalf("creating Service %s: %v", svc.Name, err)
-	}
-	return out
-}
+func (e *env) create(svc *corev1.Service) *corev1.Service { e.t.Helper(); return e.svcs.Create(svc) }
 
 // update applies mutate with conflict retries and returns the updated Service.
 func (e *env) update(name string, mutate func(*corev1.Service)) *corev1.Service {
 	e.t.Helper()
-	var out *corev1.Service
-	ctx := context.Background()
-	// Another writer (the controller) may update it between the Get and the Update.
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		svc, err := e.cs.CoreV1().Services(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if svc.Annotations == nil {
-			svc.Annotations = map[string]string{}
-		}
-		mutate(svc)
-		out, err = e.cs.CoreV1().Services(e.ns).Update(ctx, svc, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		e.t.Fatalf("updating Service %s: %v", name, err)
-	}
-	return out
+	return e.svcs.Update(name, mutate)
 }
 
-func (e *env) delete(name string) {
-	e.t.Helper()
-	if err := e.cs.CoreV1().Services(e.ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-		e.t.Fatalf("deleting Service %s: %v", name, err)
-	}
-}
+func (e *env) delete(name string) { e.t.Helper(); e.svcs.Delete(name) }
 
-// eventually polls cond every 200 ms until it holds or waitTimeout passes; on timeout it fails
-// the test with the last reason cond gave and the process log.
+// eventually waits up to waitTimeout for cond, which says why it does not hold yet; on timeout
+// it fails the test with that reason and the process's log.
 func (e *env) eventually(p *proc, what string, cond func() (bool, string)) {
 	e.t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		ok, why := cond()
-		last = why
-		return ok, nil
-	})
-	if err != nil {
-		logs := ""
-		if p != nil {
-			logs = p.logTail()
-		}
-		e.t.Fatalf("timed out after %s waiting for %s; last: %s\n%s", waitTimeout, what, last, logs)
+	var dumps []func() string
+	if p != nil {
+		dumps = append(dumps, p.LogTail)
 	}
+	wait.For(e.t, waitTimeout, what, func() error {
+		if ok, why := cond(); !ok {
+			return errors.New(why)
+		}
+		return nil
+	}, dumps...)
 }
 
 // waitLB waits until Service name's status names a load balancer that moto holds and check
@@ -297,16 +252,11 @@ func (e *env) waitLB(p *proc, name, what string, check func(*corev1.Service, *lb
 // waitGone waits until Service name is gone (its finalizer released).
 func (e *env) waitGone(p *proc, name string) {
 	e.t.Helper()
-	e.eventually(p, name+" to be deleted", func() (bool, string) {
-		s, err := e.cs.CoreV1().Services(e.ns).Get(context.Background(), name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, ""
-		}
-		if err != nil {
-			return false, err.Error()
-		}
-		return false, fmt.Sprintf("finalizers %v", s.Finalizers)
-	})
+	h := e.svcs
+	if p != nil {
+		h.Dumps = []func() string{p.LogTail}
+	}
+	h.WaitGone(name)
 }
 
 // owned lists what moto holds tagged for the env's cluster, failing on duplicates.
@@ -343,12 +293,8 @@ func (e *env) expectNothingOwned() {
 
 // proc is a running portico-controller or portico-ccm.
 type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
+	*process.Process
 	metrics string // http://127.0.0.1:PORT/metrics (controller only)
-	done    chan struct{}
-	exitErr error
 }
 
 // ctlOptions shape a portico-controller run.
@@ -367,7 +313,7 @@ func (e *env) startController(o ctlOptions) *proc {
 	if o.Endpoint == "" {
 		o.Endpoint = e.srv.URL
 	}
-	metricsAddr := freeAddr(e.t)
+	metricsAddr := ports.AddrForTest(e.t)
 	args := []string{
 		"--kubeconfig=" + testCluster.KubeconfigPath(),
 		"--aws-endpoint=" + o.Endpoint,
@@ -383,7 +329,7 @@ func (e *env) startController(o ctlOptions) *proc {
 		args = append(args, "--class="+e.class+"=aws")
 	}
 	args = append(args, o.Args...)
-	p := startProc(e.t, "portico-controller", bins["portico-controller"], args, e.awsEnv(o.Endpoint))
+	p := startProc(e.t, "portico-controller", args, e.awsEnv(o.Endpoint))
 	p.metrics = "http://" + metricsAddr + "/metrics"
 	return p
 }
@@ -399,7 +345,7 @@ func (e *env) startCCM(endpoint string) *proc {
 	if err := os.WriteFile(cfg, []byte(content), 0o600); err != nil {
 		e.t.Fatal(err)
 	}
-	port := freePort(e.t)
+	port := ports.ForTest(e.t)
 	args := []string{
 		"--kubeconfig=" + testCluster.KubeconfigPath(),
 		"--cloud-provider=portico",
@@ -412,7 +358,7 @@ func (e *env) startCCM(endpoint string) *proc {
 		"--secure-port=" + strconv.Itoa(port),
 		"--v=2",
 	}
-	return startProc(e.t, "portico-ccm", bins["portico-ccm"], args, e.awsEnv(endpoint))
+	return startProc(e.t, "portico-ccm", args, e.awsEnv(endpoint))
 }
 
 // awsEnv is the process environment: the SDK's default chain pointed at moto (or the proxy).
@@ -421,78 +367,11 @@ func (e *env) awsEnv(endpoint string) []string {
 	return append(env, "AWS_ENDPOINT_URL="+endpoint)
 }
 
-func startProc(t testing.TB, name, bin string, args, env []string) *proc {
+// startProc runs cmd/<name> until the test ends.
+func startProc(t testing.TB, name string, args, env []string) *proc {
 	t.Helper()
-	p := &proc{name: name, logPath: filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano())), done: make(chan struct{})}
-	logFile, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("%s log (%s):\n%s", name, p.logPath, p.logTail())
-		}
-	})
-	return p
-}
-
-// kill SIGKILLs the process and waits for it to exit.
-func (p *proc) kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
-
-// stop sends SIGTERM, then SIGKILL after 20 s, and waits.
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.kill()
-	}
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-func (p *proc) logTail() string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	if len(b) > 6000 {
-		b = b[len(b)-6000:]
-	}
-	state := "running"
-	if p.exited() {
-		state = fmt.Sprintf("exited: %v", p.exitErr)
-	}
-	return fmt.Sprintf("--- %s (%s) log tail ---\n%s", p.name, state, b)
+	bin := gobuild.BinaryForTest(t, "cmd/"+name)
+	return &proc{Process: process.StartForTest(t, bin, process.Options{Name: name, Args: args, Env: env})}
 }
 
 // scrape returns the process's /metrics text.
@@ -510,23 +389,6 @@ func (p *proc) scrape() (string, error) {
 		return "", fmt.Errorf("GET %s: %s", p.metrics, resp.Status)
 	}
 	return string(b), nil
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(freeAddr(t))
-	n, _ := strconv.Atoi(port)
-	return n
 }
 
 var getOpts = metav1.GetOptions{}

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/moto"
 )
 
@@ -22,8 +21,6 @@ import (
 // moto (moto.Shared).
 var (
 	testCluster *cluster.Cluster
-	// bins holds the portico-controller and portico-ccm binaries built for this run.
-	bins = map[string]string{}
 )
 
 var trials = flag.Int("aws.trials", 10, "crash trials TestCrashTrials runs (at least 50 for the full run)")
@@ -31,14 +28,9 @@ var trials = flag.Int("aws.trials", 10, "crash trials TestCrashTrials runs (at l
 func TestMain(m *testing.M) {
 	flag.Parse()
 	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(0))))
-	dir, err := os.MkdirTemp("", "portico-aws-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
 	// Building the binaries and starting the control plane both take a while: overlap them.
 	built := make(chan error, 1)
-	go func() { built <- buildBinaries(dir) }()
+	go func() { built <- buildBinaries() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	c, err := cluster.Start(ctx, cluster.Options{Controllers: []string{}})
 	cancel()
@@ -48,7 +40,6 @@ func TestMain(m *testing.M) {
 		if c != nil {
 			_ = c.Stop()
 		}
-		_ = os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	testCluster = c
@@ -61,18 +52,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
 		code = 1
 	}
-	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-func buildBinaries(dir string) error {
+// buildBinaries builds (or finds in the cache) the binaries the tests start.
+func buildBinaries() error {
 	for _, name := range []string{"portico-controller", "portico-ccm"} {
-		bin := filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-o", bin, "github.com/portico-lb/portico/cmd/"+name)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %w\n%s", name, err, out)
+		if _, err := gobuild.Binary(context.Background(), "cmd/"+name); err != nil {
+			return err
 		}
-		bins[name] = bin
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -13,19 +12,22 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
+	"github.com/portico-lb/portico/e2e/framework/ports"
+	"github.com/portico-lb/portico/e2e/framework/process"
+	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
 // stockFinalizer is the finalizer the stock service controller puts on every Service it owns.
@@ -39,14 +41,13 @@ var pool = netip.MustParsePrefix("198.18.128.0/24")
 func TestCCM(t *testing.T) {
 	// Building the binary (the first time, k8s.io/cloud-provider/app) and starting the control
 	// plane both take a while: overlap them.
-	binDir := t.TempDir()
+	var bin string
 	built := make(chan error, 1)
-	go func() { built <- buildCCM(binDir) }()
+	go func() { b, err := buildCCM(); bin = b; built <- err }()
 	c := cluster.StartForTest(t, cluster.Options{Controllers: []string{}})
 	if err := <-built; err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(binDir, "portico-ccm")
 
 	ctx := context.Background()
 	for i, ip := range []string{"198.19.0.11", "198.19.0.12"} {
@@ -162,12 +163,7 @@ func TestCCM(t *testing.T) {
 }
 
 // ccmProcess is a running portico-ccm.
-type ccmProcess struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	exitErr error
-}
+type ccmProcess struct{ *process.Process }
 
 // ccmArgs are the flags portico-ccm needs in a test: the stock cloud-controller-manager's, with
 // only the service controller, no leader election and serving on a loopback port (0: none).
@@ -197,85 +193,41 @@ func startCCM(t *testing.T, bin, kubeconfig, cloudConfig string) *ccmProcess {
 // and the --secure-port in args.
 func startCCMWith(t *testing.T, bin string, args, env []string, port int) *ccmProcess {
 	t.Helper()
-	p := &ccmProcess{logPath: filepath.Join(t.TempDir(), "portico-ccm.log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		t.Fatalf("starting portico-ccm: %v", err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.stop(t) })
-	t.Logf("started portico-ccm (pid %d, log %s)", p.cmd.Process.Pid, p.logPath)
-
+	p := &ccmProcess{process.StartForTest(t, bin, process.Options{Name: "portico-ccm", Args: args, Env: env})}
 	// /healthz is in the stock --authorization-always-allow-paths and needs no credentials.
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	url := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		select {
-		case <-p.done:
-			return false, fmt.Errorf("portico-ccm exited: %v", p.exitErr)
-		default:
+	wait.For(t, 60*time.Second, "portico-ccm /healthz", func() error {
+		if p.Exited() {
+			return wait.Stop(fmt.Errorf("portico-ccm exited: %v", p.Err()))
 		}
 		resp, err := client.Get(url)
 		if err != nil {
-			return false, nil
+			return err
 		}
 		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		t.Fatalf("portico-ccm /healthz: %v\n%s", err, p.logTail())
-	}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s", resp.Status)
+		}
+		return nil
+	}, p.LogTail)
 	return p
 }
 
-func (p *ccmProcess) stop(t *testing.T) {
-	select {
-	case <-p.done:
-		return
-	default:
+// alive is nil while portico-ccm runs.
+func (p *ccmProcess) alive() error {
+	if p.Exited() {
+		return fmt.Errorf("portico-ccm exited: %v", p.Err())
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return
-	case <-time.After(10 * time.Second):
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Errorf("portico-ccm (pid %d) did not exit after SIGKILL", p.cmd.Process.Pid)
-	}
+	return nil
 }
 
 // checkAlive fails t if portico-ccm has exited.
 func (p *ccmProcess) checkAlive(t *testing.T) {
 	t.Helper()
-	select {
-	case <-p.done:
-		t.Fatalf("portico-ccm exited: %v\n%s", p.exitErr, p.logTail())
-	default:
+	if err := p.alive(); err != nil {
+		t.Fatalf("%v\n%s", err, p.LogTail())
 	}
-}
-
-func (p *ccmProcess) logTail() string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return err.Error()
-	}
-	return tail(string(b))
 }
 
 func tail(s string) string {
@@ -285,19 +237,11 @@ func tail(s string) string {
 	return s
 }
 
-// buildCCM builds cmd/portico-ccm into dir.
-func buildCCM(dir string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("finding the go command: %w", err)
-	}
+// buildCCM builds (or finds in the cache) cmd/portico-ccm.
+func buildCCM() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, "build", "-o", filepath.Join(dir, "portico-ccm"), "github.com/portico-lb/portico/cmd/portico-ccm")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building portico-ccm: %w\n%s", err, out)
-	}
-	return nil
+	return gobuild.Binary(ctx, "cmd/portico-ccm")
 }
 
 // runToExit runs bin to completion (at most a minute) and returns its combined output.
@@ -305,10 +249,7 @@ func runToExit(t *testing.T, bin string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return process.Run(ctx, bin, args...)
 }
 
 func writeCloudConfig(t *testing.T, content string) string {
@@ -320,15 +261,7 @@ func writeCloudConfig(t *testing.T, content string) string {
 	return path
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return ports.ForTest(t) }
 
 func namespace(t *testing.T, c *cluster.Cluster, name string) string {
 	t.Helper()
@@ -339,27 +272,12 @@ func namespace(t *testing.T, c *cluster.Cluster, name string) string {
 }
 
 func lbService(ns, name string, mutate ...func(*corev1.Service)) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": name},
-			Ports:    []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-		},
-	}
-	for _, m := range mutate {
-		m(svc)
-	}
-	return svc
+	return services.LoadBalancer(ns, name, mutate...)
 }
 
 func createService(t *testing.T, cs kubernetes.Interface, svc *corev1.Service) *corev1.Service {
 	t.Helper()
-	created, err := cs.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating Service %s/%s: %v", svc.Namespace, svc.Name, err)
-	}
-	return created
+	return services.Helper{TB: t, CS: cs}.Create(svc)
 }
 
 func hasFinalizer(s *corev1.Service) bool {
@@ -373,62 +291,39 @@ func hasFinalizer(s *corev1.Service) bool {
 
 const waitTimeout = 60 * time.Second
 
+// helper binds the Service helpers to t, portico-ccm's liveness and log, and namespace ns.
+func helper(t *testing.T, p *ccmProcess, cs kubernetes.Interface, ns string) services.Helper {
+	return services.Helper{TB: t, CS: cs, Namespace: ns, Timeout: waitTimeout, Alive: p.alive, Dumps: []func() string{p.LogTail}}
+}
+
 func waitService(t *testing.T, p *ccmProcess, cs kubernetes.Interface, ns, name, what string, ok func(*corev1.Service) bool) *corev1.Service {
 	t.Helper()
-	var last *corev1.Service
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		s, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
+	return helper(t, p, cs, ns).Wait(name, what, func(s *corev1.Service) string {
+		if ok(s) {
+			return ""
 		}
-		last = s
-		return ok(s), nil
+		return fmt.Sprintf("finalizers %v, events %v", s.Finalizers, events(t, cs, s))
 	})
-	if err != nil {
-		p.checkAlive(t)
-		t.Fatalf("Service %s/%s: no %s within %s; last finalizers %v, status %+v, events %v\n%s",
-			ns, name, what, waitTimeout, finalizers(last), status(last), events(t, cs, last), p.logTail())
-	}
-	return last
 }
 
 func waitGone(t *testing.T, p *ccmProcess, cs kubernetes.Interface, ns, name string) {
 	t.Helper()
-	var last *corev1.Service
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(ctx context.Context) (bool, error) {
-		s, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		if err == nil {
-			last = s
-		}
-		return false, nil
-	})
-	if err != nil {
-		p.checkAlive(t)
-		t.Fatalf("Service %s/%s still exists after %s; finalizers %v, events %v\n%s", ns, name, waitTimeout, finalizers(last), events(t, cs, last), p.logTail())
-	}
+	helper(t, p, cs, ns).WaitGone(name)
 }
 
-// waitEvent waits for an Event with reason on svc whose message contains substr.
+// waitEvent waits for an Event with reason on svc (by UID) whose message contains substr.
 func waitEvent(t *testing.T, p *ccmProcess, cs kubernetes.Interface, svc *corev1.Service, reason, substr string) corev1.Event {
 	t.Helper()
 	var found corev1.Event
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
+	helper(t, p, cs, svc.Namespace).Eventually(fmt.Sprintf("%s/%s: a %s Event mentioning %q", svc.Namespace, svc.Name, reason, substr), func() error {
 		for _, ev := range eventsWithReason(t, cs, svc, reason) {
 			if strings.Contains(ev.Message, substr) {
 				found = ev
-				return true, nil
+				return nil
 			}
 		}
-		return false, nil
+		return fmt.Errorf("events %v", events(t, cs, svc))
 	})
-	if err != nil {
-		p.checkAlive(t)
-		t.Fatalf("Service %s/%s: no %s Event mentioning %q within %s; events %v\n%s",
-			svc.Namespace, svc.Name, reason, substr, waitTimeout, events(t, cs, svc), p.logTail())
-	}
 	return found
 }
 
@@ -457,18 +352,4 @@ func eventsWithReason(t *testing.T, cs kubernetes.Interface, svc *corev1.Service
 		return nil
 	}
 	return list.Items
-}
-
-func finalizers(s *corev1.Service) []string {
-	if s == nil {
-		return nil
-	}
-	return s.Finalizers
-}
-
-func status(s *corev1.Service) any {
-	if s == nil {
-		return nil
-	}
-	return s.Status
 }

@@ -40,9 +40,9 @@ import (
 // rule is missing the Service never gets its finalizer, status, Event or clean deletion, or the
 // log reports a request the API server forbade, and the test fails.
 func TestDeployRBAC(t *testing.T) {
-	binDir := t.TempDir()
+	var bin string
 	built := make(chan error, 1)
-	go func() { built <- buildCCM(binDir) }()
+	go func() { b, err := buildCCM(); bin = b; built <- err }()
 	c := cluster.StartForTest(t, cluster.Options{Controllers: []string{}})
 	srv := moto.Start(t)
 	if err := <-built; err != nil {
@@ -107,7 +107,7 @@ func TestDeployRBAC(t *testing.T) {
 		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
 		"--v=2",
 	)
-	ccm := startCCMWith(t, binDir+"/portico-ccm", args, append(os.Environ(), srv.Env()...), port)
+	ccm := startCCMWith(t, bin, args, append(os.Environ(), srv.Env()...), port)
 
 	ns := namespace(t, c, "rbac")
 	// The secure port authenticates and authorizes through the API server as portico-ccm
@@ -161,7 +161,7 @@ func TestDeployRBAC(t *testing.T) {
 	// writes, so the finalizer and status above prove --use-service-account-credentials took
 	// effect. Anything the API server refused is a missing rule.
 	ccm.checkAlive(t)
-	if lines := forbidden(t, ccm.logPath); len(lines) > 0 {
+	if lines := forbidden(t, ccm.LogPath()); len(lines) > 0 {
 		t.Errorf("portico-ccm's log reports requests the API server forbade (a rule is missing from deploy/ccm/rbac.yaml):\n%s", strings.Join(lines, "\n"))
 	}
 }
@@ -171,8 +171,7 @@ func TestDeployRBAC(t *testing.T) {
 func waitLBs(t *testing.T, p *ccmProcess, srv *moto.Server, clusterName, uid string, want int) moto.Inventory {
 	t.Helper()
 	var last moto.Inventory
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
+	helper(t, p, nil, "").Eventually(fmt.Sprintf("moto to hold %d load balancers for Service %s", want, uid), func() error {
 		last = nil
 		for _, r := range srv.Owned(t, clusterName) {
 			if (r.Kind == moto.KindLoadBalancer || r.Kind == moto.KindClassicLB) && r.Tags["portico-lb.io/service-uid"] == uid {
@@ -180,13 +179,11 @@ func waitLBs(t *testing.T, p *ccmProcess, srv *moto.Server, clusterName, uid str
 			}
 		}
 		if len(last) == want && (want == 0 || last[0].Tags["portico-lb.io/replaces"] == "") {
-			return last
+			return nil
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	p.checkAlive(t)
-	t.Fatalf("moto holds %d load balancers for Service %s after %s, want %d:\n%s\n%s", len(last), uid, waitTimeout, want, last, p.logTail())
-	return nil
+		return fmt.Errorf("it holds %d:\n%s", len(last), last)
+	})
+	return last
 }
 
 // forbidden returns the log lines of portico-ccm that report a request refused by RBAC.
