@@ -68,11 +68,12 @@ func Update(ctx context.Context, cs kubernetes.Interface, ns, name string, mutat
 	return out, nil
 }
 
-// Events lists the Events about Service ns/name, oldest first as the apiserver returns them.
+// Events lists the Events about the object ns/name (a Service, or another object the helpers'
+// users report on, such as an AddressPool), in the apiserver's order.
 func Events(ctx context.Context, cs kubernetes.Interface, ns, name string) ([]corev1.Event, error) {
-	list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Service,involvedObject.name=" + name})
+	list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
-		return nil, fmt.Errorf("listing Events of Service %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("listing Events of %s/%s: %w", ns, name, err)
 	}
 	return list.Items, nil
 }

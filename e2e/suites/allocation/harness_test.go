@@ -14,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +25,8 @@ import (
 	"github.com/portico-lb/portico/controllers"
 	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/providers/baremetal"
 )
 
@@ -168,60 +168,24 @@ func (e *env) pool(name string, mutate func(*v1alpha1.AddressPool), addrs ...str
 
 func (e *env) svc(name string, mutate ...func(*corev1.Service)) *corev1.Service {
 	e.t.Helper()
-	s := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: corev1.ServiceSpec{
-			Type:              corev1.ServiceTypeLoadBalancer,
-			LoadBalancerClass: &e.class,
-			Selector:          map[string]string{"app": name},
-			Ports:             []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
-		},
-	}
-	for _, m := range mutate {
-		m(s)
-	}
-	out, err := e.cs.CoreV1().Services(e.ns).Create(context.Background(), s, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatalf("creating service %s: %v", name, err)
-	}
-	return out
+	return e.svcs().Create(e.svcs().LoadBalancer(name, append([]func(*corev1.Service){services.WithClass(e.class)}, mutate...)...))
 }
 
-func (e *env) get(name string) *corev1.Service {
-	e.t.Helper()
-	s, err := e.cs.CoreV1().Services(e.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatalf("getting service %s: %v", name, err)
-	}
-	return s
+// svcs binds the Service helpers to the test and its namespace.
+func (e *env) svcs() services.Helper {
+	return services.Helper{TB: e.t, CS: e.cs, Namespace: e.ns, Timeout: 60 * time.Second}
 }
+
+func (e *env) get(name string) *corev1.Service { e.t.Helper(); return e.svcs().Get(name) }
 
 func (e *env) update(name string, mutate func(*corev1.Service)) {
 	e.t.Helper()
-	ctx := context.Background()
-	// Another writer (the controller) may update it between the Get and the Update.
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		s, err := e.cs.CoreV1().Services(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(s)
-		_, err = e.cs.CoreV1().Services(e.ns).Update(ctx, s, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		e.t.Fatalf("updating service %s: %v", name, err)
-	}
+	e.svcs().Update(name, mutate)
 }
 
 func (e *env) eventually(what string, cond func() bool) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		e.t.Fatalf("timed out waiting for %s", what)
-	}
+	e.svcs().Eventually(what, wait.True(cond))
 }
 
 // ips returns the ingress IPs of name.
@@ -264,21 +228,9 @@ func (e *env) waitCondition(name, reason string) *metav1.Condition {
 
 func (e *env) waitEvent(namespace, name, reason string) string {
 	e.t.Helper()
-	var msg string
-	e.eventually("event "+reason+" on "+name, func() bool {
-		list, err := e.cs.CoreV1().Events(namespace).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-		if err != nil {
-			return false
-		}
-		for _, ev := range list.Items {
-			if ev.Reason == reason {
-				msg = ev.Message
-				return true
-			}
-		}
-		return false
-	})
-	return msg
+	h := e.svcs()
+	h.Namespace = namespace
+	return h.WaitEvent(name, reason, "").Message
 }
 
 func (e *env) getPool(name string) *v1alpha1.AddressPool {

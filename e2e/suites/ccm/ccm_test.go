@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/e2e/framework/cluster"
 	"github.com/portico-lb/portico/e2e/framework/gobuild"

@@ -26,6 +26,10 @@ import (
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/controllers"
@@ -34,9 +38,6 @@ import (
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/baremetal"
 	"github.com/portico-lb/portico/providers/reference"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // BenchmarkProvision1000 creates 1,000 LoadBalancer Services against the real apiserver behind

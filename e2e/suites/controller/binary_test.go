@@ -3,8 +3,8 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,27 +15,17 @@ import (
 	"time"
 
 	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
+	"github.com/portico-lb/portico/e2e/framework/ports"
+	"github.com/portico-lb/portico/e2e/framework/process"
+	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
-// buildController builds cmd/portico-controller into a temporary directory.
+// buildController builds (or finds in the cache) cmd/portico-controller.
 func buildController(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "portico-controller")
-	out, err := exec.Command("go", "build", "-o", bin, "../../../cmd/portico-controller").CombinedOutput()
-	if err != nil {
-		t.Fatalf("building portico-controller: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return gobuild.BinaryForTest(t, "cmd/portico-controller")
 }
 
 // TestBinaryServesMetricsAndProbes runs the real portico-controller binary: it provisions a
@@ -44,29 +34,17 @@ func freeAddr(t *testing.T) string {
 func TestBinaryServesMetricsAndProbes(t *testing.T) {
 	bin := buildController(t)
 	e := newEnvNoController(t)
-	metricsAddr, healthAddr := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, "--kubeconfig="+testCluster.KubeconfigPath(), "--class="+e.class+"=reference",
-		"--reference-pool=198.18.190.0/24", "--leader-elect=true", "--leader-election-namespace="+e.ns,
-		"--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+healthAddr)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+	metricsAddr, healthAddr := ports.AddrForTest(t), ports.AddrForTest(t)
+	p := process.StartForTest(t, bin, process.Options{Name: "portico-controller", Args: []string{
+		"--kubeconfig=" + testCluster.KubeconfigPath(), "--class=" + e.class + "=reference",
+		"--reference-pool=198.18.190.0/24", "--leader-elect=true", "--leader-election-namespace=" + e.ns,
+		"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=" + healthAddr}})
+	t.Cleanup(func() { // before StartForTest's: the controller must stop on SIGTERM alone
+		_ = p.Signal(syscall.SIGTERM)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _ = p.Wait(ctx); ctx.Err() != nil {
 			t.Errorf("portico-controller did not stop on SIGTERM")
-		}
-		if t.Failed() {
-			t.Logf("portico-controller log:\n%s", logs.String())
 		}
 	})
 
@@ -135,29 +113,31 @@ func TestBinaryStartupErrorsReadWell(t *testing.T) {
 	}
 }
 
+// httpGet GETs url until it answers 200 (20 s at most) and returns the last answer.
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
 	var code int
 	var body string
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err := wait.Poll(context.Background(), 200*time.Millisecond, 20*time.Second, "GET "+url, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			code, body = resp.StatusCode, string(b)
+		if err != nil {
+			return err
 		}
-		cancel()
-		if (err == nil && code == http.StatusOK) || time.Now().After(deadline) {
-			if err != nil {
-				t.Fatalf("GET %s: %v", url, err)
-			}
-			return code, body
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		code, body = resp.StatusCode, string(b)
+		if code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	if err != nil && code == 0 {
+		t.Fatal(err)
 	}
+	return code, body
 }
 
 // newEnvNoController prepares a namespace and class without starting an in-process controller.
@@ -167,6 +147,7 @@ func newEnvNoController(t *testing.T) *env {
 		name = name[:40]
 	}
 	e := &env{t: t, ns: name, class: "portico-lb.io/" + name, cs: testCluster.Client()}
+	e.svcs = services.Helper{TB: t, CS: e.cs, Namespace: e.ns, Timeout: 30 * time.Second}
 	if err := testCluster.EnsureNamespace(context.Background(), e.ns); err != nil {
 		t.Fatal(err)
 	}

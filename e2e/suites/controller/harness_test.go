@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -9,10 +10,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
@@ -22,6 +21,8 @@ import (
 	"github.com/portico-lb/portico/controllers"
 	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/reference"
 )
@@ -56,6 +57,7 @@ type env struct {
 	ns    string
 	class string
 	cs    kubernetes.Interface
+	svcs  services.Helper // Services of the env's namespace
 	prov  *reference.Provider
 	stop  context.CancelFunc
 	done  chan error
@@ -125,71 +127,29 @@ func (e *env) shutdown() {
 }
 
 func (e *env) lbService(name string, mutate ...func(*corev1.Service)) *corev1.Service {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: corev1.ServiceSpec{
-			Type:              corev1.ServiceTypeLoadBalancer,
-			LoadBalancerClass: &e.class,
-			Selector:          map[string]string{"app": name},
-			Ports:             []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
-		},
-	}
-	for _, m := range mutate {
-		m(svc)
-	}
-	return svc
+	return e.svcs.LoadBalancer(name, append([]func(*corev1.Service){services.WithClass(e.class)}, mutate...)...)
 }
 
-func (e *env) create(svc *corev1.Service) *corev1.Service {
-	e.t.Helper()
-	out, err := e.cs.CoreV1().Services(svc.Namespace).Create(context.Background(), svc, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatalf("creating service %s: %v", svc.Name, err)
-	}
-	return out
-}
+func (e *env) create(svc *corev1.Service) *corev1.Service { e.t.Helper(); return e.svcs.Create(svc) }
 
-func (e *env) get(name string) *corev1.Service {
-	e.t.Helper()
-	svc, err := e.cs.CoreV1().Services(e.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatalf("getting service %s: %v", name, err)
-	}
-	return svc
-}
+func (e *env) get(name string) *corev1.Service { e.t.Helper(); return e.svcs.Get(name) }
 
 // update applies mutate with conflict retries.
 func (e *env) update(name string, mutate func(*corev1.Service)) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		svc, err := e.cs.CoreV1().Services(e.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		mutate(svc)
-		_, err = e.cs.CoreV1().Services(e.ns).Update(ctx, svc, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		e.t.Fatalf("updating service %s: %v", name, err)
-	}
+	e.svcs.Update(name, mutate)
 }
 
-// eventually polls cond until it holds or 30 s pass.
+// eventually waits up to 30 s for cond.
 func (e *env) eventually(what string, cond func() (bool, error)) {
 	e.t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	wait.For(e.t, 30*time.Second, what, func() error {
 		ok, err := cond()
-		last = err
-		return ok, nil
+		if err == nil && !ok {
+			err = errors.New("not yet")
+		}
+		return err
 	})
-	if err != nil {
-		e.t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
-	}
 }
 
 func (e *env) waitIngress(name string) *corev1.Service {
@@ -214,18 +174,7 @@ func (e *env) waitCondition(name string, status metav1.ConditionStatus, reason s
 }
 
 // events returns the reasons of the Events about Service name.
-func (e *env) events(name string) []string {
-	e.t.Helper()
-	list, err := e.cs.CoreV1().Events(e.ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []string
-	for _, ev := range list.Items {
-		out = append(out, ev.Reason)
-	}
-	return out
-}
+func (e *env) events(name string) []string { e.t.Helper(); return e.svcs.Reasons(name) }
 
 func (e *env) waitEvent(name, reason string) {
 	e.t.Helper()

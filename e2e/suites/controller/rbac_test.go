@@ -12,11 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/controllers"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/reference"
-	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // TestDeployRBACIsSufficient applies deploy/controller (RBAC for real, the Deployment as a
