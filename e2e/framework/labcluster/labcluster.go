@@ -1,8 +1,11 @@
-// Package labcluster starts what the bare-metal end-to-end suites (e2e/l2agent, e2e/bgp) share: the
-// portico-agent and portico-controller binaries, a dual-stack network lab of three nodes and one
-// client with a link to this namespace, the control plane with Portico's CRDs, the lab nodes
-// registered as Nodes, and portico-controller sending every class-less Service to the baremetal
-// provider. Each suite adds its pools, its router or on-link routes, and its agents.
+// Package labcluster is the fixture of the suites that run Portico on a network lab: a netlab lab
+// with a link to this namespace, a real control plane (e2e/framework/cluster) listening on that
+// link, optionally Portico's CRDs and namespaces, the lab nodes registered as Nodes (both
+// families, their pod CIDRs), the portico-agent binary for the suite to start in the node
+// namespaces and, optionally, portico-controller sending every class-less Service to the
+// baremetal provider. Start is the bare-metal suites' shape (e2e/suites/l2, e2e/suites/bgp: three
+// dual-stack nodes, one client, the controller); New takes Options (e2e/suites/dataplane: four
+// nodes, two clients, a router, no controller). Each suite adds its pools, routes and agents.
 package labcluster
 
 import (
@@ -12,7 +15,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -33,43 +35,57 @@ type Env struct {
 	Lab        *netlab.Lab
 	Cluster    *cluster.Cluster
 	CS         kubernetes.Interface
-	CL         client.Client // with the v1alpha1 scheme
-	Controller *process.Process // portico-controller, logging to Dir/controller.log
-
-	mu   sync.Mutex
-	logs map[string]*os.File
+	CL         client.Client    // with the v1alpha1 scheme
+	Controller *process.Process // portico-controller (Options.Controller), logging to Dir/controller.log
 }
 
-// Start builds the binaries into a new temporary directory named prefix*, starts the lab and
-// the control plane with the CRDs in crdDir, creates namespaces, registers the lab nodes and
-// starts portico-controller (its output in Log("controller.log")). On an error the returned Env
-// holds what was started, for Close.
+// Options shape an Env.
+type Options struct {
+	Prefix     string         // of Dir's name
+	Lab        netlab.Options // RootLink is always set
+	CRDDir     string         // CRDs to install; "": none
+	Namespaces []string       // to create
+	Controller bool           // run portico-controller with --classless-provider=baremetal
+}
+
+// Start is New with the bare-metal suites' options: a dual-stack lab of three nodes and one
+// client, the CRDs in crdDir, namespaces, and portico-controller.
 func Start(ctx context.Context, prefix, crdDir string, namespaces ...string) (*Env, error) {
-	e := &Env{logs: map[string]*os.File{}}
-	return e, e.start(ctx, prefix, crdDir, namespaces)
+	return New(ctx, Options{Prefix: prefix, Lab: netlab.Options{Nodes: 3, Clients: 1, IPv6: true},
+		CRDDir: crdDir, Namespaces: namespaces, Controller: true})
 }
 
-func (e *Env) start(ctx context.Context, prefix, crdDir string, namespaces []string) error {
+// New builds (or finds in the cache) the binaries, starts the lab and the control plane,
+// installs the CRDs, creates the namespaces, registers the lab nodes and starts
+// portico-controller if asked. On an error the returned Env holds what was started, for Close.
+func New(ctx context.Context, opts Options) (*Env, error) {
+	e := &Env{}
+	return e, e.start(ctx, opts)
+}
+
+func (e *Env) start(ctx context.Context, opts Options) error {
 	var err error
-	if e.Dir, err = cluster.OwnedTempDir(prefix); err != nil {
+	if e.Dir, err = cluster.OwnedTempDir(opts.Prefix); err != nil {
 		return err
 	}
 	if e.Agent, err = gobuild.Binary(ctx, "cmd/portico-agent"); err != nil {
 		return err
 	}
-	controller, err := gobuild.Binary(ctx, "cmd/portico-controller")
-	if err != nil {
+	opts.Lab.RootLink = true
+	if e.Lab, err = netlab.NewE(opts.Lab); err != nil {
 		return err
 	}
-	if e.Lab, err = netlab.NewE(netlab.Options{Nodes: 3, Clients: 1, RootLink: true, IPv6: true}); err != nil {
+	copts := cluster.Options{BindAddress: e.Lab.RootAddr(), ServiceCIDRs: []string{cluster.ServiceCIDR}}
+	if opts.Lab.IPv6 {
+		copts.ServiceCIDRs = append(copts.ServiceCIDRs, cluster.ServiceCIDR6)
+	}
+	if e.Cluster, err = cluster.Start(ctx, copts); err != nil {
 		return err
 	}
-	opts := cluster.Options{BindAddress: e.Lab.RootAddr(), ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}}
-	if e.Cluster, err = cluster.Start(ctx, opts); err != nil {
-		return err
-	}
-	if err := e.Cluster.InstallCRDs(ctx, crdDir); err != nil {
-		return err
+	if opts.CRDDir != "" {
+		if err := e.Cluster.InstallCRDs(ctx, opts.CRDDir); err != nil {
+			return err
+		}
 	}
 	e.CS = e.Cluster.Client()
 	scheme := runtime.NewScheme()
@@ -83,16 +99,26 @@ func (e *Env) start(ctx context.Context, prefix, crdDir string, namespaces []str
 	if err := e.Cluster.WriteKubeconfig(e.Kubeconfig, e.Cluster.Host()); err != nil {
 		return err
 	}
-	for _, ns := range namespaces {
+	for _, ns := range opts.Namespaces {
 		if err := e.Cluster.EnsureNamespace(ctx, ns); err != nil {
 			return err
 		}
 	}
 	for _, n := range e.Lab.Nodes() {
-		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr, n.Addr6}, PodCIDRs: []netip.Prefix{n.PodCIDR, n.PodCIDR6}}
+		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr}, PodCIDRs: []netip.Prefix{n.PodCIDR}}
+		if opts.Lab.IPv6 {
+			spec.InternalIPs, spec.PodCIDRs = append(spec.InternalIPs, n.Addr6), append(spec.PodCIDRs, n.PodCIDR6)
+		}
 		if _, err := e.Cluster.RegisterNode(ctx, spec); err != nil {
 			return err
 		}
+	}
+	if !opts.Controller {
+		return nil
+	}
+	controller, err := gobuild.Binary(ctx, "cmd/portico-controller")
+	if err != nil {
+		return err
 	}
 	// The controller: the real binary, all class-less Services to the baremetal provider.
 	e.Controller, err = process.Start(controller, process.Options{
@@ -102,22 +128,6 @@ func (e *Env) start(ctx context.Context, prefix, crdDir string, namespaces []str
 		LogPath: filepath.Join(e.Dir, "controller.log"),
 	})
 	return err
-}
-
-// Log is the file name in Dir, created on first use and shared by later calls; nil (output
-// discarded) when it cannot be created.
-func (e *Env) Log(name string) *os.File {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if f := e.logs[name]; f != nil {
-		return f
-	}
-	f, err := os.Create(filepath.Join(e.Dir, name))
-	if err != nil {
-		return nil
-	}
-	e.logs[name] = f
-	return f
 }
 
 // Close stops the controller, the control plane and the lab and removes Dir. The suite stops
@@ -142,11 +152,6 @@ func (e *Env) Close() error {
 			errs = append(errs, fmt.Errorf("closing lab: %w", err))
 		}
 	}
-	e.mu.Lock()
-	for _, f := range e.logs {
-		f.Close()
-	}
-	e.mu.Unlock()
 	if e.Dir != "" {
 		os.RemoveAll(e.Dir)
 	}

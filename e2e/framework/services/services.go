@@ -7,6 +7,7 @@ package services
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,34 @@ func (h Helper) Create(svc *corev1.Service) *corev1.Service {
 		h.TB.Fatalf("creating Service %s/%s: %v", ns, svc.Name, err)
 	}
 	return out
+}
+
+// CreateTemp is Create that deletes the Service again when TB ends.
+func (h Helper) CreateTemp(svc *corev1.Service) *corev1.Service {
+	h.TB.Helper()
+	out := h.Create(svc)
+	h.TB.Cleanup(func() {
+		_ = h.CS.CoreV1().Services(out.Namespace).Delete(context.Background(), out.Name, metav1.DeleteOptions{})
+	})
+	return out
+}
+
+// HasIngressIPs accepts a Service whose status lists every address in want (and maybe more).
+func HasIngressIPs(want ...netip.Addr) func(*corev1.Service) string {
+	return func(s *corev1.Service) string {
+		got := map[netip.Addr]bool{}
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			if a, err := netip.ParseAddr(in.IP); err == nil {
+				got[a] = true
+			}
+		}
+		for _, w := range want {
+			if !got[w] {
+				return fmt.Sprintf("ingress %v lacks %s", s.Status.LoadBalancer.Ingress, w)
+			}
+		}
+		return ""
+	}
 }
 
 // Get returns Service name.

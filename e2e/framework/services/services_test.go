@@ -3,6 +3,7 @@ package services_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -95,4 +96,15 @@ func TestWaitMessages(t *testing.T) {
 
 func errConflict() error {
 	return apierrors.NewConflict(schema.GroupResource{Resource: "services"}, "web", fmt.Errorf("changed"))
+}
+
+func TestHasIngressIPs(t *testing.T) {
+	svc := services.LoadBalancer("ns", "web")
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.128.1"}, {IP: "fd00:c613:ff01::1"}}
+	if why := services.HasIngressIPs(netip.MustParseAddr("198.18.128.1"), netip.MustParseAddr("fd00:c613:ff01::1"))(svc); why != "" {
+		t.Errorf("both present: %s", why)
+	}
+	if why := services.HasIngressIPs(netip.MustParseAddr("198.18.128.2"))(svc); !strings.Contains(why, "198.18.128.2") {
+		t.Errorf("missing address: %q", why)
+	}
 }

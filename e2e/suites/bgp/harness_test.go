@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/labcluster"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/router"
+	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
@@ -211,7 +211,6 @@ func backends(tb testing.TB) {
 
 // createService creates a dual-stack LoadBalancer Service asking for ips and waits for them.
 func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*corev1.Service)) {
-	ctx := context.Background()
 	var want []string
 	for _, ip := range ips {
 		want = append(want, ip.String())
@@ -229,30 +228,9 @@ func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*co
 	if mutate != nil {
 		mutate(svc)
 	}
-	if _, err := shared.CS.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		_ = shared.CS.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		svc, err := shared.CS.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		var got []string
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			got = append(got, in.IP)
-		}
-		if !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(got, w) }) {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("service %s: ingress %v, want %v", name, got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	h := services.Helper{TB: tb, CS: shared.CS, Namespace: namespace, Timeout: 30 * time.Second}
+	h.CreateTemp(svc)
+	h.Wait(name, "ingress "+strings.Join(want, ","), services.HasIngressIPs(ips...))
 }
 
 func secretWith(name, pw string) *corev1.Secret {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/labcluster"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
@@ -30,6 +30,7 @@ import (
 var shared struct {
 	once    sync.Once
 	err     error
+	env     *labcluster.Env // lab, control plane, Nodes, agent binary
 	lab     *netlab.Lab
 	cluster *cluster.Cluster
 	cs      kubernetes.Interface
@@ -47,18 +48,8 @@ var shared struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.cluster != nil {
-		if err := shared.cluster.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-		}
-	}
-	if shared.lab != nil {
-		if err := shared.lab.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "closing lab:", err)
-		}
-	}
-	if shared.dir != "" {
-		os.RemoveAll(shared.dir)
+	if err := shared.env.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	os.Exit(code)
 }
@@ -75,21 +66,18 @@ func setup(tb testing.TB) {
 }
 
 func start() error {
-	var err error
-	if shared.dir, err = cluster.OwnedTempDir("portico-e2e-agent-"); err != nil {
-		return err
-	}
-	shared.agent = filepath.Join(shared.dir, "portico-agent")
-	build := exec.Command("go", "build", "-o", shared.agent, "github.com/portico-lb/portico/cmd/portico-agent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building portico-agent: %w: %s", err, out)
-	}
 	// A dual-stack lab and cluster: Services are IPv4 unless a test asks for IPv6, nodes and
 	// pods have both families, and the agents program both.
-	if shared.lab, err = netlab.NewE(netlab.Options{Nodes: 4, Clients: 2, Router: true, RootLink: true, IPv6: true}); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	var err error
+	shared.env, err = labcluster.New(ctx, labcluster.Options{Prefix: "portico-e2e-agent-",
+		Lab: netlab.Options{Nodes: 4, Clients: 2, Router: true, IPv6: true}})
+	if err != nil {
 		return err
 	}
+	e := shared.env
+	shared.dir, shared.agent, shared.lab, shared.cluster, shared.cs, shared.kubecfg = e.Dir, e.Agent, e.Lab, e.Cluster, e.CS, e.Kubeconfig
 	// Real nodes have a default route; these send what they do not DNAT to the router (which
 	// drops it), so unhandled service traffic is forwarded and meets the filter rules instead of
 	// an ICMP "network unreachable" from the node's routing.
@@ -98,23 +86,6 @@ func start() error {
 			return err
 		}
 		if _, err := n.Exec(context.Background(), "ip", "-6", "route", "add", serviceRange6.String(), "via", shared.lab.Router().Addr6.String()); err != nil {
-			return err
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	opts := cluster.Options{BindAddress: shared.lab.RootAddr(), ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}}
-	if shared.cluster, err = cluster.Start(ctx, opts); err != nil {
-		return err
-	}
-	shared.cs = shared.cluster.Client()
-	shared.kubecfg = filepath.Join(shared.dir, "kubeconfig")
-	if err := shared.cluster.WriteKubeconfig(shared.kubecfg, shared.cluster.Host()); err != nil {
-		return err
-	}
-	for _, n := range shared.lab.Nodes() {
-		spec := cluster.NodeSpec{Name: n.Name, InternalIPs: []netip.Addr{n.Addr, n.Addr6}, PodCIDRs: []netip.Prefix{n.PodCIDR, n.PodCIDR6}}
-		if _, err := shared.cluster.RegisterNode(ctx, spec); err != nil {
 			return err
 		}
 	}
@@ -324,15 +295,7 @@ func (e *env) route(h *netlab.Host, dst netip.Addr, via *netlab.Node) {
 // eventually retries check until it succeeds or timeout passes.
 func (e *env) eventually(what string, timeout time.Duration, check func() error) {
 	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = check(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	e.t.Fatalf("%s: still failing after %s: %v", what, timeout, err)
+	wait.For(e.t, timeout, what, check)
 }
 
 // request sends one request with a short timeout.

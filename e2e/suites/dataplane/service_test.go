@@ -21,6 +21,7 @@ import (
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -260,16 +261,7 @@ func TestInvalidSourceRangesNeverHalfApplied(t *testing.T) {
 // updateService gets the Service name, mutates it and updates it.
 func (e *env) updateService(name string, mutate func(*corev1.Service)) *corev1.Service {
 	e.t.Helper()
-	svc, err := e.cs.CoreV1().Services(e.ns).Get(e.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	mutate(svc)
-	svc, err = e.cs.CoreV1().Services(e.ns).Update(e.ctx, svc, metav1.UpdateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return svc
+	return services.Helper{TB: e.t, CS: e.cs, Namespace: e.ns}.Update(name, mutate)
 }
 
 // expectDropped checks that from gets no answer at all from dst (a DROP, not a refusal).

@@ -24,6 +24,7 @@ import (
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/framework/labcluster"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/internal/prereq"
 	"github.com/portico-lb/portico/nodeproxy/announce/election"
 )
@@ -213,7 +214,6 @@ func service(tb testing.TB, name string, v4, v6 netip.Addr) *corev1.Service {
 // createService creates the LoadBalancer Service "name" (TCP echo port, selecting app=web
 // unless mutate says otherwise) asking for ips, and waits for the controller to report them.
 func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*corev1.Service)) *corev1.Service {
-	ctx := context.Background()
 	var want []string
 	for _, ip := range ips {
 		want = append(want, ip.String())
@@ -229,30 +229,9 @@ func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*co
 	if mutate != nil {
 		mutate(svc)
 	}
-	if _, err := shared.CS.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		_ = shared.CS.CoreV1().Services(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		svc, err := shared.CS.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		var got []string
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			got = append(got, in.IP)
-		}
-		if !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(got, w) }) {
-			return svc
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("service %s: ingress %v, want %v", name, got, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	h := services.Helper{TB: tb, CS: shared.CS, Namespace: namespace, Timeout: 30 * time.Second}
+	h.CreateTemp(svc)
+	return h.Wait(name, "ingress "+strings.Join(want, ","), services.HasIngressIPs(ips...))
 }
 
 // clientHandle is a netlink handle in the client's namespace, to read its neighbour table.
