@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/nodeproxy/announce/election"
 )
@@ -51,29 +50,9 @@ func checkPrerequisites(t *testing.T) {
 	}
 }
 
-var build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 func l2nodeBinary(t *testing.T) string {
-	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "portico-l2node-")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.path = filepath.Join(dir, "l2node")
-		out, err := exec.Command("go", "build", "-o", build.path, "github.com/portico-lb/portico/e2e/tools/l2node").CombinedOutput()
-		if err != nil {
-			build.err = fmt.Errorf("building l2node: %w: %s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
+	t.Helper()
+	return gobuild.BinaryForTest(t, "e2e/tools/l2node")
 }
 
 // pickVIP6 returns an IPv6 VIP whose candidate order equals vip4's, so that one failure moves

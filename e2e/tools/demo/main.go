@@ -56,15 +56,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/router"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
 const (
@@ -288,19 +289,17 @@ func labUnsupported() error {
 	return nil
 }
 
-// build builds the named binaries (packages under ./cmd, or e2e/tools/echoserver) into d.dir.
-// The agent is static: it runs under `ip netns exec`, like the cluster's other static binaries.
+// build finds the named binaries (packages under ./cmd, or e2e/tools/echoserver) in the cache
+// of e2e/framework/gobuild, building those whose source changed.
 func (d *demo) build(names ...string) error {
 	for _, name := range names {
-		pkg := "./cmd/" + name
+		pkg := "cmd/" + name
 		if name == "echoserver" {
-			pkg = "./e2e/tools/echoserver"
+			pkg = "e2e/tools/echoserver"
 		}
-		bin := filepath.Join(d.dir, name)
-		cmd := exec.CommandContext(d.ctx, "go", "build", "-o", bin, pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+		bin, err := gobuild.Binary(d.ctx, pkg)
+		if err != nil {
+			return err
 		}
 		d.bins[name] = bin
 	}
@@ -655,10 +654,9 @@ func trimErr(err error) string {
 	return s
 }
 
+// waitFor waits up to a minute for cond.
 func waitFor(ctx context.Context, cond func() bool) error {
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
+	return wait.Poll(ctx, 200*time.Millisecond, 60*time.Second, "the demo's condition", func(context.Context) error { return wait.True(cond)() })
 }
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }
