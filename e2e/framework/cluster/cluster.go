@@ -33,7 +33,7 @@ import (
 // ServiceCIDR6 is the IPv6 ClusterIP range of a dual-stack cluster (Options.ServiceCIDRs), and
 // LBPoolCIDR6 the IPv6 addresses tests use as load-balancer or external IPs. Both lie in
 // fd00:c613:ff00::/40, inside the network labs' fd00:c613::/32 but outside every lab slot's
-// fd00:c613:N::/48 (N = 0..15; see e2e/netlab).
+// fd00:c613:N::/48 (N = 0..15; see e2e/framework/netlab).
 const (
 	ServiceCIDR  = "198.18.0.0/17"
 	LBPoolCIDR   = "198.18.128.0/17"

@@ -26,7 +26,7 @@
 // -provider=aws) StartServer, SeedContext and OwnedContext return errors instead of failing a
 // test; LoadBalancers, LoadBalancerByDNS and SecurityGroups read what moto holds (listeners,
 // target groups and their instances, attributes, rules, tags) for the demo to show and check
-// and for e2e/aws to compare.
+// and for e2e/suites/aws to compare.
 //
 // # Prerequisite
 //

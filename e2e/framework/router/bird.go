@@ -255,7 +255,7 @@ func (b *Bird) Config() Config {
 }
 
 // Reconfigure rewrites the configuration and tells bird to load it (`birdc configure`);
-// sessions whose settings changed restart. Seen in e2e/bgp (bird 2.0.12, portico-agent's
+// sessions whose settings changed restart. Seen in e2e/suites/bgp (bird 2.0.12, portico-agent's
 // GoBGP BFD): after BFD was turned back on for the IPv4 sessions this way, in 2 of 4 runs every
 // agent session, IPv6 ones too, kept closing with "BFD is down" right after coming up for more
 // than a minute; with Restart instead, the runs since recovered within seconds.

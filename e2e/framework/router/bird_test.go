@@ -9,7 +9,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 )
 
-// showRoute is `birdc show route 198.18.230.6/32 all` from bird 2.0.12 in e2e/bgp (two of its
+// showRoute is `birdc show route 198.18.230.6/32 all` from bird 2.0.12 in e2e/suites/bgp (two of its
 // three routes).
 const showRoute = `BIRD 2.0.12 ready.
 Table master4:

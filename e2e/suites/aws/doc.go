@@ -1,6 +1,6 @@
 // Package aws is the end-to-end suite of the AWS provider: the real portico-controller and
-// portico-ccm binaries, built by the tests, run against a real control plane (e2e/cluster) and
-// moto's AWS emulator (e2e/moto) seeded with a VPC, tagged subnets, instances and certificates,
+// portico-ccm binaries, built by the tests, run against a real control plane (e2e/framework/cluster) and
+// moto's AWS emulator (e2e/framework/moto) seeded with a VPC, tagged subnets, instances and certificates,
 // with Nodes whose spec.providerID names those instances. The tests play kubelet (they write
 // the Nodes) and read back what moto holds for each Service.
 //

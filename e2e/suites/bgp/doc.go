@@ -1,6 +1,6 @@
 // Package bgp is the end-to-end suite of BGP announcement: a real control plane, the real
 // portico-controller (bare-metal provider) and three real portico-agents (--announce=bgp) in
-// netlab node namespaces, and bird2 (e2e/router) in the client namespace as the router, peering
+// netlab node namespaces, and bird2 (e2e/framework/router) in the client namespace as the router, peering
 // with every agent over IPv4 and IPv6 with BFD and an MD5 password, with a client namespace
 // behind it. The tests read the router's routes with birdc, request the VIP through them from
 // behind the router, and check withdrawal on endpoint loss, node exclusion and graceful agent

@@ -326,7 +326,7 @@ func TestBGPFailover(t *testing.T) {
 // (100 ms x 3) and without (hold time 9 s, keepalive 3 s), the requests failed meanwhile and
 // in the 5 s after, and the median as a ratio to MetalLB with FRR's BFD defaults (~0.9 s):
 //
-//	go test -run '^$' -bench BGPFailover -benchtime 1x ./e2e/bgp/
+//	go test -run '^$' -bench BGPFailover -benchtime 1x ./e2e/suites/bgp/
 func BenchmarkBGPFailover(b *testing.B) {
 	setup(b)
 	failoverService(b)

@@ -184,7 +184,7 @@ func ccmArgs(kubeconfig, cloudConfig string, port int) []string {
 // test process (Pdeathsig); cleanup stops it with SIGTERM, then SIGKILL, and waits for it.
 func startCCM(t *testing.T, bin, kubeconfig, cloudConfig string) *ccmProcess {
 	t.Helper()
-	port := freePort(t)
+	port := ports.ForTest(t)
 	return startCCMWith(t, bin, ccmArgs(kubeconfig, cloudConfig, port), nil, port)
 }
 
@@ -259,8 +259,6 @@ func writeCloudConfig(t *testing.T, content string) string {
 	}
 	return path
 }
-
-func freePort(t *testing.T) int { return ports.ForTest(t) }
 
 func namespace(t *testing.T, c *cluster.Cluster, name string) string {
 	t.Helper()

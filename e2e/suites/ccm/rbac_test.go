@@ -30,6 +30,7 @@ import (
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/e2e/framework/cluster"
 	"github.com/portico-lb/portico/e2e/framework/moto"
+	"github.com/portico-lb/portico/e2e/framework/ports"
 )
 
 // TestDeployRBAC applies deploy/ccm (RBAC for real, the Deployment as a server-side dry run)
@@ -95,7 +96,7 @@ func TestDeployRBAC(t *testing.T) {
 	// mounted token), the cloud config, the cluster name, a loopback port, short Lease timings.
 	// The delegated authentication and authorization of the secure port use the ServiceAccount
 	// too, as in a pod.
-	port := freePort(t)
+	port := ports.ForTest(t)
 	args := append(deployArgs,
 		"--kubeconfig="+kubeconfig,
 		"--authentication-kubeconfig="+kubeconfig,

@@ -407,7 +407,7 @@ func TestRequestedIPs(t *testing.T) {
 
 // TestInvalidSourceRangesReported: a source-range annotation Portico rejects (a repeated CIDR,
 // which the apiserver accepts) is reported on the Service with its field path, and
-// the working load balancer and its ingress are kept. e2e/agent's
+// the working load balancer and its ingress are kept. e2e/suites/dataplane's
 // TestInvalidSourceRangesNeverHalfApplied shows by packets what the agent does meanwhile.
 func TestInvalidSourceRangesReported(t *testing.T) {
 	e := newEnv(t, envOptions{})

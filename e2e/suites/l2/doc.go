@@ -1,8 +1,8 @@
 // Package l2 is the end-to-end suite of layer-2 announcement by portico-agent: the real
-// control plane (e2e/cluster) with the AddressPool CRD, the real portico-controller binary with
+// control plane (e2e/framework/cluster) with the AddressPool CRD, the real portico-controller binary with
 // the baremetal provider allocating from a pool with spec.announce.l2, and three real
 // portico-agent processes (--announce=l2 --membership) in the node namespaces of a network lab
-// (e2e/netlab), one backend pod per node. A client on the nodes' segment reaches the VIPs by
+// (e2e/framework/netlab), one backend pod per node. A client on the nodes' segment reaches the VIPs by
 // ARP and NDP alone (an on-link route, no route via a node).
 //
 // TestL2Announce checks, for IPv4 and IPv6: the client's neighbour entry is the elected node's

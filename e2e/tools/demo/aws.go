@@ -3,7 +3,7 @@ package main
 // The AWS walk-through (-provider=aws, `make demo DEMO=aws`): the same story as the bare-metal
 // one, with the load balancers held by moto's AWS emulator instead of VIPs on a LAN.
 //
-// It starts moto_server 5.2.5 on 127.0.0.1 (e2e/moto; `make prereqs` installs it) and seeds it
+// It starts moto_server 5.2.5 on 127.0.0.1 (e2e/framework/moto; `make prereqs` installs it) and seeds it
 // as the AWS tests do: a VPC (198.18.0.0/16) with public and private subnets in two zones tagged
 // for the cluster, a node security group, three instances and an ACM certificate. It starts
 // etcd and kube-apiserver on loopback, registers one Node per instance (spec.providerID

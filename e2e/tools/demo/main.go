@@ -1,10 +1,10 @@
 // Command demo shows Portico at work on a real, local control plane and, when it can, with real
 // packets.
 //
-// It starts a network lab (e2e/netlab: two node namespaces, a client namespace and a router
+// It starts a network lab (e2e/framework/netlab: two node namespaces, a client namespace and a router
 // namespace on one LAN, addresses from 198.19.0.0/16) and etcd, kube-apiserver and
-// kube-controller-manager (e2e/cluster) listening on the lab's root address, installs Portico's
-// CRDs, runs bird2 in the router namespace (e2e/router: one eBGP session per node with BFD
+// kube-controller-manager (e2e/framework/cluster) listening on the lab's root address, installs Portico's
+// CRDs, runs bird2 in the router namespace (e2e/framework/router: one eBGP session per node with BFD
 // 100 ms x 3, learned routes installed in the router's kernel with every next hop) with a
 // second client, "outside", behind the router, and creates the BGPPeer "router". It registers
 // the two lab nodes and runs portico-agent in each node namespace with layer-2 and BGP
