@@ -21,13 +21,12 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
-// LoadBalancer is a type LoadBalancer Service ns/name with one port "http" 80/TCP, selector
-// app=name and an empty annotation map, after each mutate.
-func LoadBalancer(ns, name string, mutate ...func(*corev1.Service)) *corev1.Service {
+// New is a ClusterIP Service ns/name with one port "http" 80/TCP, selector app=name and an
+// empty annotation map, after each mutate.
+func New(ns, name string, mutate ...func(*corev1.Service)) *corev1.Service {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{}},
 		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeLoadBalancer,
 			Selector: map[string]string{"app": name},
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
 		},
@@ -36,6 +35,11 @@ func LoadBalancer(ns, name string, mutate ...func(*corev1.Service)) *corev1.Serv
 		m(svc)
 	}
 	return svc
+}
+
+// LoadBalancer is New of type LoadBalancer.
+func LoadBalancer(ns, name string, mutate ...func(*corev1.Service)) *corev1.Service {
+	return New(ns, name, append([]func(*corev1.Service){func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeLoadBalancer }}, mutate...)...)
 }
 
 // WithClass sets spec.loadBalancerClass ("" leaves the Service class-less).

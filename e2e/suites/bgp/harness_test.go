@@ -215,19 +215,16 @@ func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*co
 	for _, ip := range ips {
 		want = append(want, ip.String())
 	}
-	policy := corev1.IPFamilyPolicyRequireDualStack
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
-			Annotations: map[string]string{"portico-lb.io/loadBalancerIPs": strings.Join(want, ",")}},
-		Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "web"},
-			IPFamilyPolicy: &policy, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
-			Ports: []corev1.ServicePort{{Name: "tcp", Port: echoPort, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP}},
-		},
-	}
-	if mutate != nil {
-		mutate(svc)
-	}
+	svc := services.LoadBalancer(namespace, name, func(s *corev1.Service) {
+		s.Annotations["portico-lb.io/loadBalancerIPs"] = strings.Join(want, ",")
+		s.Spec.Selector = map[string]string{"app": "web"}
+		policy := corev1.IPFamilyPolicyRequireDualStack
+		s.Spec.IPFamilyPolicy, s.Spec.IPFamilies = &policy, []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: echoPort, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP}}
+		if mutate != nil {
+			mutate(s)
+		}
+	})
 	h := services.Helper{TB: tb, CS: shared.CS, Namespace: namespace, Timeout: 30 * time.Second}
 	h.CreateTemp(svc)
 	h.Wait(name, "ingress "+strings.Join(want, ","), services.HasIngressIPs(ips...))

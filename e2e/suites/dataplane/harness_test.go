@@ -19,6 +19,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/cluster"
 	"github.com/portico-lb/portico/e2e/framework/labcluster"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/internal/prereq"
 )
@@ -235,21 +236,11 @@ func (e *env) backend(node *netlab.Node, name, app string) *netlab.Pod {
 // when udp), mutated by mutate.
 func (e *env) service(name, app string, mutate ...func(*corev1.Service)) *corev1.Service {
 	e.t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app": app},
-			Ports:    []corev1.ServicePort{{Name: "tcp", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
-		},
-	}
-	for _, m := range mutate {
-		m(svc)
-	}
-	created, err := e.cs.CoreV1().Services(e.ns).Create(e.ctx, svc, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return created
+	svc := services.New(e.ns, name, append([]func(*corev1.Service){func(s *corev1.Service) {
+		s.Spec.Selector = map[string]string{"app": app}
+		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}
+	}}, mutate...)...)
+	return services.Helper{TB: e.t, CS: e.cs, Namespace: e.ns}.Create(svc)
 }
 
 func withUDP(s *corev1.Service) {

@@ -65,6 +65,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/router"
+	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
@@ -448,17 +449,13 @@ func (d *demo) services() error {
 }
 
 func (d *demo) create(name string, cls *string, ann map[string]string) error {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", Annotations: ann},
-		Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: cls,
-			Selector: map[string]string{"app": name},
-			Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP},
-				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
-			},
-		},
-	}
+	svc := services.LoadBalancer("demo", name, func(s *corev1.Service) {
+		s.Annotations, s.Spec.LoadBalancerClass = ann, cls
+		s.Spec.Ports = []corev1.ServicePort{
+			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP},
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+		}
+	})
 	_, err := d.cs.CoreV1().Services("demo").Create(d.ctx, svc, metav1.CreateOptions{})
 	return err
 }
