@@ -18,7 +18,6 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/ports"
 	"github.com/portico-lb/portico/e2e/framework/process"
-	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
@@ -147,7 +146,6 @@ func newEnvNoController(t *testing.T) *env {
 		name = name[:40]
 	}
 	e := &env{t: t, ns: name, class: "portico-lb.io/" + name, cs: testCluster.Client()}
-	e.svcs = services.Helper{TB: t, CS: e.cs, Namespace: e.ns, Timeout: 30 * time.Second}
 	if err := testCluster.EnsureNamespace(context.Background(), e.ns); err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,6 @@ type env struct {
 	ns    string
 	class string
 	cs    kubernetes.Interface
-	svcs  services.Helper // Services of the env's namespace
 	prov  *reference.Provider
 	stop  context.CancelFunc
 	done  chan error
@@ -126,18 +125,23 @@ func (e *env) shutdown() {
 	e.stop = nil
 }
 
-func (e *env) lbService(name string, mutate ...func(*corev1.Service)) *corev1.Service {
-	return e.svcs.LoadBalancer(name, append([]func(*corev1.Service){services.WithClass(e.class)}, mutate...)...)
+// svcs binds the Service helpers to the test and its namespace.
+func (e *env) svcs() services.Helper {
+	return services.Helper{TB: e.t, CS: e.cs, Namespace: e.ns, Timeout: 30 * time.Second}
 }
 
-func (e *env) create(svc *corev1.Service) *corev1.Service { e.t.Helper(); return e.svcs.Create(svc) }
+func (e *env) lbService(name string, mutate ...func(*corev1.Service)) *corev1.Service {
+	return e.svcs().LoadBalancer(name, append([]func(*corev1.Service){services.WithClass(e.class)}, mutate...)...)
+}
 
-func (e *env) get(name string) *corev1.Service { e.t.Helper(); return e.svcs.Get(name) }
+func (e *env) create(svc *corev1.Service) *corev1.Service { e.t.Helper(); return e.svcs().Create(svc) }
+
+func (e *env) get(name string) *corev1.Service { e.t.Helper(); return e.svcs().Get(name) }
 
 // update applies mutate with conflict retries.
 func (e *env) update(name string, mutate func(*corev1.Service)) {
 	e.t.Helper()
-	e.svcs.Update(name, mutate)
+	e.svcs().Update(name, mutate)
 }
 
 // eventually waits up to 30 s for cond.
@@ -174,7 +178,7 @@ func (e *env) waitCondition(name string, status metav1.ConditionStatus, reason s
 }
 
 // events returns the reasons of the Events about Service name.
-func (e *env) events(name string) []string { e.t.Helper(); return e.svcs.Reasons(name) }
+func (e *env) events(name string) []string { e.t.Helper(); return e.svcs().Reasons(name) }
 
 func (e *env) waitEvent(name, reason string) {
 	e.t.Helper()
