@@ -58,7 +58,7 @@
 // segment it lost, so clients follow the majority's gratuitous announcements. When the link
 // comes back, the agents' rejoin loop (--membership-rejoin-interval) merges the views, the
 // election gives every VIP one announcer again, the loser withdraws, and the winner, whose view
-// grew, re-announces. e2e/l2agent tests this (a cut of the announcing node's link, then the
+// grew, re-announces. e2e/suites/l2 tests this (a cut of the announcing node's link, then the
 // heal: only one MAC answers arping again within seconds). There is no fencing: during the
 // merge both may answer for a moment.
 //

@@ -32,7 +32,7 @@
 // once S-2 = 2 other members have confirmed it by their own failed probes. A live member wrongly
 // suspected (a stalled process) refutes the suspicion when it hears of it, which it has 400 ms
 // to do; Lifeguard's awareness also slows down the probes of a member that is itself slow.
-// Measured in e2e/l2announce (3 nodes, 10 trials per failure, 2-core machine): the client is
+// Measured in e2e/suites/l2election (3 nodes, 10 trials per failure, 2-core machine): the client is
 // served by the next node 0.55-0.75 s after a kill, an abrupt stop or a link cut.
 //
 // # Peers, rejoining and leaving

@@ -3,7 +3,7 @@ package main
 // The AWS walk-through (-provider=aws, `make demo DEMO=aws`): the same story as the bare-metal
 // one, with the load balancers held by moto's AWS emulator instead of VIPs on a LAN.
 //
-// It starts moto_server 5.2.5 on 127.0.0.1 (e2e/moto; `make prereqs` installs it) and seeds it
+// It starts moto_server 5.2.5 on 127.0.0.1 (e2e/framework/moto; `make prereqs` installs it) and seeds it
 // as the AWS tests do: a VPC (198.18.0.0/16) with public and private subnets in two zones tagged
 // for the cluster, a node security group, three instances and an ACM certificate. It starts
 // etcd and kube-apiserver on loopback, registers one Node per instance (spec.providerID
@@ -22,12 +22,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,8 +36,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/annotations"
-	"github.com/portico-lb/portico/e2e/cluster"
-	"github.com/portico-lb/portico/e2e/moto"
+	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
+	"github.com/portico-lb/portico/e2e/framework/moto"
+	"github.com/portico-lb/portico/e2e/framework/process"
 )
 
 const (
@@ -70,10 +70,8 @@ func runAWS(ctx context.Context) (err error) {
 	defer os.RemoveAll(d.dir)
 
 	step("Building portico-controller")
-	d.ctl = filepath.Join(d.dir, "portico-controller")
-	build := exec.CommandContext(ctx, "go", "build", "-o", d.ctl, "./cmd/portico-controller")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building portico-controller: %v\n%s", err, out)
+	if d.ctl, err = gobuild.Binary(ctx, "cmd/portico-controller"); err != nil {
+		return err
 	}
 
 	step("Starting moto's AWS emulator (moto_server " + moto.Version + ") on 127.0.0.1")
@@ -185,36 +183,15 @@ func (d *awsDemo) startController() (func(), error) {
 
 // startProcess runs bin in its own process group (a Ctrl-C reaches only the demo, which stops
 // it in order) with its output in logPath and environment env (nil: this process's), and returns
-// the function that stops it.
+// the function that stops it (SIGTERM, SIGKILL after 10 s).
 func startProcess(bin string, args, env []string, logPath string) (func(), error) {
-	logFile, err := os.Create(logPath)
+	p, err := process.Start(bin, process.Options{Args: args, Env: env, LogPath: logPath})
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	return func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logFile.Close()
-	}, nil
+	return func() { _ = p.Stop(10 * time.Second) }, nil
 }
 
-// awsService is a LoadBalancer Service in namespace demo: HTTP on 80 and TLS on 443 with the
-// seeded certificate, reachable from awsSourceRange only.
 func (d *awsDemo) awsService(name string, cls *string, ann map[string]string) *corev1.Service {
 	a := map[string]string{
 		annotations.AWSSSLCert:                d.f.Certificates[0].ARN,

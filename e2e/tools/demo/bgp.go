@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/e2e/netlab"
-	"github.com/portico-lb/portico/e2e/router"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/router"
 )
 
 const (

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
+	"github.com/portico-lb/portico/e2e/framework/process"
 )
 
 // TestAWSDemo builds the demo and runs `demo -provider=aws` from the repository root, as
@@ -22,19 +23,18 @@ func TestAWSDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "demo")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the demo: %v\n%s", err, out)
+	bin := gobuild.BinaryForTest(t, "e2e/tools/demo")
+	p := process.StartForTest(t, bin, process.Options{Name: "demo", Args: []string{"-provider=aws"}, Dir: root})
+	err = p.Wait(ctx)
+	if ctx.Err() != nil {
+		// SIGTERM lets the demo stop what it started.
+		_ = p.Stop(30 * time.Second)
 	}
-	cmd := exec.CommandContext(ctx, bin, "-provider=aws")
-	cmd.Dir = root
-	// SIGTERM on timeout lets the demo stop what it started; Pdeathsig covers a killed test.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
+	b, rerr := os.ReadFile(p.LogPath())
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	out := string(b)
 	if err != nil {
 		t.Fatalf("demo -provider=aws: %v\n%s", err, out)
 	}
@@ -49,7 +49,7 @@ func TestAWSDemo(t *testing.T) {
 		"moto holds no load balancer, listener, target group, security group or address tagged",
 		"Demo took",
 	} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}

@@ -1,10 +1,10 @@
 // Command demo shows Portico at work on a real, local control plane and, when it can, with real
 // packets.
 //
-// It starts a network lab (e2e/netlab: two node namespaces, a client namespace and a router
+// It starts a network lab (e2e/framework/netlab: two node namespaces, a client namespace and a router
 // namespace on one LAN, addresses from 198.19.0.0/16) and etcd, kube-apiserver and
-// kube-controller-manager (e2e/cluster) listening on the lab's root address, installs Portico's
-// CRDs, runs bird2 in the router namespace (e2e/router: one eBGP session per node with BFD
+// kube-controller-manager (e2e/framework/cluster) listening on the lab's root address, installs Portico's
+// CRDs, runs bird2 in the router namespace (e2e/framework/router: one eBGP session per node with BFD
 // 100 ms x 3, learned routes installed in the router's kernel with every next hop) with a
 // second client, "outside", behind the router, and creates the BGPPeer "router". It registers
 // the two lab nodes and runs portico-agent in each node namespace with layer-2 and BGP
@@ -56,15 +56,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/e2e/cluster"
-	"github.com/portico-lb/portico/e2e/netlab"
-	"github.com/portico-lb/portico/e2e/router"
+	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/router"
+	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
 const (
@@ -288,19 +290,17 @@ func labUnsupported() error {
 	return nil
 }
 
-// build builds the named binaries (packages under ./cmd, or e2e/tools/echoserver) into d.dir.
-// The agent is static: it runs under `ip netns exec`, like the cluster's other static binaries.
+// build finds the named binaries (packages under ./cmd, or e2e/tools/echoserver) in the cache
+// of e2e/framework/gobuild, building those whose source changed.
 func (d *demo) build(names ...string) error {
 	for _, name := range names {
-		pkg := "./cmd/" + name
+		pkg := "cmd/" + name
 		if name == "echoserver" {
-			pkg = "./e2e/tools/echoserver"
+			pkg = "e2e/tools/echoserver"
 		}
-		bin := filepath.Join(d.dir, name)
-		cmd := exec.CommandContext(d.ctx, "go", "build", "-o", bin, pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("building %s: %v\n%s", pkg, err, out)
+		bin, err := gobuild.Binary(d.ctx, pkg)
+		if err != nil {
+			return err
 		}
 		d.bins[name] = bin
 	}
@@ -449,17 +449,13 @@ func (d *demo) services() error {
 }
 
 func (d *demo) create(name string, cls *string, ann map[string]string) error {
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", Annotations: ann},
-		Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: cls,
-			Selector: map[string]string{"app": name},
-			Ports: []corev1.ServicePort{
-				{Name: "http", Port: 80, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP},
-				{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
-			},
-		},
-	}
+	svc := services.LoadBalancer("demo", name, func(s *corev1.Service) {
+		s.Annotations, s.Spec.LoadBalancerClass = ann, cls
+		s.Spec.Ports = []corev1.ServicePort{
+			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP},
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},
+		}
+	})
 	_, err := d.cs.CoreV1().Services("demo").Create(d.ctx, svc, metav1.CreateOptions{})
 	return err
 }
@@ -655,10 +651,9 @@ func trimErr(err error) string {
 	return s
 }
 
+// waitFor waits up to a minute for cond.
 func waitFor(ctx context.Context, cond func() bool) error {
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
+	return wait.Poll(ctx, 200*time.Millisecond, 60*time.Second, "the demo's condition", func(context.Context) error { return wait.True(cond)() })
 }
 
 func step(msg string) { fmt.Printf("\n==> %s\n", msg) }

@@ -10,7 +10,7 @@ import (
 	"os"
 	"os/signal"
 
-	"github.com/portico-lb/portico/e2e/k8sbin"
+	"github.com/portico-lb/portico/e2e/framework/k8sbin"
 )
 
 func main() {

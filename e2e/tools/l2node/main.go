@@ -1,5 +1,5 @@
 // Command l2node runs the layer-2 announcement pieces of portico-agent without a control plane,
-// for the network-namespace tests of e2e/l2announce: membership (package membership), the
+// for the network-namespace tests of e2e/suites/l2election: membership (package membership), the
 // election (package announce/election) over a fixed list of node names, and the ARP/NDP
 // announcer (package announce/l2) for the VIPs this node wins. Run it inside a node namespace.
 //

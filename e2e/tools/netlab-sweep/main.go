@@ -6,7 +6,7 @@ package main
 import (
 	"log"
 
-	"github.com/portico-lb/portico/e2e/netlab"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
 )
 
 func main() {

@@ -22,8 +22,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portico-lb/portico/e2e/netlab"
-	"github.com/portico-lb/portico/e2e/router"
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/router"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
 )
 
@@ -41,24 +43,15 @@ var (
 	vip6 = netip.MustParsePrefix("fd00:c613:ff80::10/128")
 )
 
-var speakerBin string // built by TestMain
+var speakerBin string // built (or found in the cache) by TestMain
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "portico-bgpspeaker-")
-	if err != nil {
+	var err error
+	if speakerBin, err = gobuild.Binary(context.Background(), "e2e/tools/bgpspeaker"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	speakerBin = filepath.Join(dir, "bgpspeaker")
-	out, err := exec.Command("go", "build", "-o", speakerBin, "github.com/portico-lb/portico/e2e/tools/bgpspeaker").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building bgpspeaker: %v: %s\n", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // requireRouterLab fails (never skips) when the lab's prerequisites are missing.
@@ -352,16 +345,8 @@ func (rl *routerLab) peers4and6(password string, bfd bool) []bgp.Peer {
 
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %s for %s: %v", timeout, what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := wait.Poll(context.Background(), 50*time.Millisecond, timeout, what, func(context.Context) error { return cond() }); err != nil {
+		t.Fatal(err)
 	}
 }
 

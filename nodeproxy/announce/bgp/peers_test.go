@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portico-lb/portico/e2e/router"
+	"github.com/portico-lb/portico/e2e/framework/router"
 	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
 )
 

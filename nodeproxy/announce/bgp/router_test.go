@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portico-lb/portico/e2e/netlab"
-	"github.com/portico-lb/portico/e2e/router"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/router"
 	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
 )
 

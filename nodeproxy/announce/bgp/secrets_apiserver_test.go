@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/portico-lb/portico/e2e/cluster"
+	"github.com/portico-lb/portico/e2e/framework/cluster"
 )
 
 // TestSecretWatchWithManifestRBAC runs the Secret cache against a real kube-apiserver as

@@ -20,7 +20,7 @@
 // claims it as a node address (kubelet or a CNI could pick it up, see the reference notes).
 // Packets to the VIP arrive with the node's MAC and a destination the node does not own; the
 // agent's DNAT in nat PREROUTING rewrites them to an endpoint before the routing decision, so
-// they are forwarded to the pod, and conntrack reverses the reply. e2e/l2announce proves this
+// they are forwarded to the pod, and conntrack reverses the reply. e2e/suites/l2election proves this
 // with real packets for both families.
 //
 // # What is answered

@@ -2,7 +2,7 @@
 // sync loop without root: an in-memory kernel that applies iptables-restore --noflush input,
 // answers Save from what it holds, keeps the jump rules, records every call and fails on
 // demand. It is imported by tests only; the real iptables is tested in network namespaces
-// (nodeproxy/rules' round trip, e2e/agent).
+// (nodeproxy/rules' round trip, e2e/suites/dataplane).
 package netfiltertest
 
 import (

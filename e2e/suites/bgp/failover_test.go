@@ -1,0 +1,387 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/portico-lb/portico/api/v1alpha1"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/router"
+)
+
+// Node loss through the whole stack: the client behind the router requests the VIP of a
+// Service with externalTrafficPolicy Local every probeEvery, a node's link is cut (its switch
+// port down), and the trial measures how long bird keeps that node's next hop and how many
+// requests fail meanwhile and in the afterWindow after the withdrawal.
+//
+// Local, because with Cluster the surviving nodes keep forwarding a share of the flows to the
+// dead node's pod until Kubernetes marks its endpoint not ready (40 s and more without
+// membership): that measures the endpoint path, not the announcement.
+var (
+	failVIP4 = netip.MustParseAddr("198.18.230.6")
+	failVIP6 = netip.MustParseAddr("fd00:c613:ff02::206")
+)
+
+const (
+	probeEvery   = 50 * time.Millisecond
+	probeTimeout = time.Second // a request whose SYN went to the dead node waits 1 s to resend it
+	afterWindow  = 5 * time.Second
+	// metalLBBFD is the anchor: MetalLB with FRR and its BFD defaults (300 ms x 3) needs about
+	// 0.9 s to detect a dead link (../shared/reference/baremetal.md; derived from the defaults,
+	// not measured here).
+	metalLBBFD = 900 * time.Millisecond
+	// holdTime is the BGPPeers' (and bird's) hold time: without BFD a cut is noticed when it
+	// expires, 6-9 s after the cut with keepalives every 3 s.
+	holdTime = 9 * time.Second
+)
+
+// trialResult is one link cut.
+type trialResult struct {
+	node      string
+	withdrawn time.Duration // from the cut until bird no longer lists the node's next hop
+	// Requests done before the cut; the others started before the withdrawal (in flight at
+	// the cut or started after it); those started in the afterWindow after it. And how many of
+	// each failed.
+	sentBefore, failedBefore int
+	sentDuring, failedDuring int
+	sentAfter, failedAfter   int
+	firstErr                 error // of the failed requests after the withdrawal, or before the cut
+}
+
+func (r trialResult) String() string {
+	s := fmt.Sprintf("%s: withdrawn after %s; failed %d/%d meanwhile, %d/%d in the %s after, %d/%d before the cut",
+		r.node, r.withdrawn.Round(time.Millisecond), r.failedDuring, r.sentDuring, r.failedAfter, r.sentAfter, afterWindow,
+		r.failedBefore, r.sentBefore)
+	if r.firstErr != nil {
+		s += fmt.Sprintf(" (first failure outside the window: %v)", r.firstErr)
+	}
+	return s
+}
+
+// failoverService creates the Service "failover" (externalTrafficPolicy Local, every node has
+// a backend) and waits until every node is a next hop of its VIP and it is served.
+func failoverService(tb testing.TB) {
+	tb.Helper()
+	backends(tb)
+	createService(tb, "failover", []netip.Addr{failVIP4, failVIP6}, func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	})
+	v4, _ := nodeAddrs("")
+	waitHops(tb, failVIP4, v4, 30*time.Second)
+	announced := time.Now()
+	// Every node must serve: 30 requests in a row, spread over the three next hops.
+	deadline := announced.Add(10 * time.Second)
+	for ok := 0; ok < 30; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := shared.outside.Request(ctx, "tcp", netip.AddrPortFrom(failVIP4, echoPort))
+		cancel()
+		if err == nil {
+			ok++
+			continue
+		}
+		tb.Logf("%s after the router had every next hop: %v (answered before: %d)", time.Since(announced).Round(time.Millisecond), err, ok)
+		ok = 0
+		if time.Now().After(deadline) {
+			dumpPath(tb, failVIP4)
+			tb.Fatalf("client behind the router: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// linkCut runs one trial on node n: it waits until every node is a next hop of failVIP4 and,
+// with bfd, bird's BFD session to n is Up; probes for a second; cuts n's link; waits up to
+// within for bird to drop n's next hop; probes on for afterWindow; restores the link.
+func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) trialResult {
+	tb.Helper()
+	ctx := context.Background()
+	v4, _ := nodeAddrs("")
+	waitHops(tb, failVIP4, v4, 60*time.Second)
+	if bfd {
+		waitBFDUp(tb, n.Addr, 30*time.Second)
+	}
+
+	p := startProbe(shared.outside, netip.AddrPortFrom(failVIP4, echoPort))
+	time.Sleep(time.Second)
+	sw := shared.Lab.Switch()
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			if _, err := sw.Exec(ctx, "ip", "link", "set", n.Name, "up"); err != nil {
+				tb.Errorf("restoring %s's link: %v", n.Name, err)
+			}
+		}
+	}
+	defer restore()
+	defer p.stop()
+	if _, err := sw.Exec(ctx, "ip", "link", "set", n.Name, "down"); err != nil {
+		tb.Fatal(err)
+	}
+	cut := time.Now()
+	prefix := netip.PrefixFrom(failVIP4, 32)
+	var withdrawn time.Time
+	for withdrawn.IsZero() {
+		hops, err := shared.bird.NextHops(ctx, prefix)
+		switch {
+		case err != nil:
+			tb.Fatal(err)
+		case !slices.Contains(hops, n.Addr):
+			withdrawn = time.Now()
+		case time.Since(cut) > within:
+			tb.Fatalf("router kept next hop %s (%s) for %s after the link cut: %v", n.Addr, n.Name, within, hops)
+		default:
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	time.Sleep(afterWindow)
+	results := p.stop()
+	restore()
+	// The next step starts from every session up again.
+	waitHops(tb, failVIP4, v4, 60*time.Second)
+
+	r := trialResult{node: n.Name, withdrawn: withdrawn.Sub(cut)}
+	for _, pr := range results {
+		failed := pr.err != nil
+		switch {
+		case pr.end.Before(cut):
+			r.sentBefore++
+			if failed {
+				r.failedBefore++
+				r.firstErr = cmpErr(r.firstErr, pr.err)
+			}
+		case pr.start.Before(withdrawn):
+			r.sentDuring++
+			if failed {
+				r.failedDuring++
+			}
+		case pr.start.Before(withdrawn.Add(afterWindow)):
+			r.sentAfter++
+			if failed {
+				r.failedAfter++
+				r.firstErr = cmpErr(r.firstErr, pr.err)
+			}
+		}
+	}
+	return r
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// waitBFDUp waits until bird's BFD session to addr is Up.
+func waitBFDUp(tb testing.TB, addr netip.Addr, within time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s, err := shared.bird.BFDSessions(context.Background())
+		if err == nil && s[addr] == "Up" {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("bird's BFD session to %s: %q (%v)", addr, s[addr], err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// probe sends a request every probeEvery, each in its own goroutine with probeTimeout, and
+// records when each started and how it ended.
+type probe struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{}
+
+	mu      sync.Mutex
+	results []probeResult
+}
+
+type probeResult struct {
+	start, end time.Time
+	err        error
+}
+
+func startProbe(from *router.Outside, dst netip.AddrPort) *probe {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &probe{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(probeEvery)
+		defer t.Stop()
+		for {
+			start := time.Now()
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				rctx, rcancel := context.WithTimeout(context.Background(), probeTimeout)
+				defer rcancel()
+				_, err := from.Request(rctx, "tcp", dst)
+				p.mu.Lock()
+				p.results = append(p.results, probeResult{start, time.Now(), err})
+				p.mu.Unlock()
+			}()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+// stop ends the probing, waits for the requests in flight and returns every result in start
+// order.
+func (p *probe) stop() []probeResult {
+	p.cancel()
+	<-p.done
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	slices.SortFunc(p.results, func(a, b probeResult) int { return a.start.Compare(b.start) })
+	return slices.Clone(p.results)
+}
+
+// withoutBFD turns BFD off on the IPv4 BGPPeer and in bird's IPv4 sessions until the returned
+// function turns it back on; both wait until the sessions are back. Bird restarts with the new
+// configuration (see router.Bird.Reconfigure for why not `birdc configure`).
+func withoutBFD(tb testing.TB) (restore func()) {
+	tb.Helper()
+	ctx := context.Background()
+	orig := shared.bird.Config()
+	setBFD := func(on bool) {
+		tb.Helper()
+		c := shared.bird.Config()
+		for i := range c.Neighbors {
+			if c.Neighbors[i].Addr.Is4() {
+				c.Neighbors[i].BFD = on && orig.Neighbors[i].BFD
+			}
+		}
+		if err := shared.bird.Restart(ctx, c); err != nil {
+			tb.Fatal(err)
+		}
+		var p v1alpha1.BGPPeer
+		if err := shared.CL.Get(ctx, types.NamespacedName{Name: "router-v4"}, &p); err != nil {
+			tb.Fatal(err)
+		}
+		before := p.DeepCopy()
+		p.Spec.BFD.Enabled = &on
+		if err := shared.CL.Patch(ctx, &p, client.MergeFrom(before)); err != nil {
+			tb.Fatal(err)
+		}
+		want := "Disabled"
+		if on {
+			want = "Up"
+		}
+		peerStatus(tb, "router-v4", func(e v1alpha1.BGPPeerNodeStatus) bool {
+			return e.Session == "Established" && e.BFD == want
+		}, 60*time.Second)
+	}
+	setBFD(false)
+	return func() { setBFD(true) }
+}
+
+// TestBGPFailover cuts a node's link three times (a different node each time) with BFD
+// 100 ms x 3 on both sides: bird drops the node's next hop within a second each time, no
+// request of the client behind the router fails before the cut or in the 5 s after the
+// withdrawal, and the ones that fail meanwhile are those the router sent to the dead node.
+func TestBGPFailover(t *testing.T) {
+	setup(t)
+	failoverService(t)
+	nodes := shared.Lab.Nodes()
+	for i := range 3 {
+		r := linkCut(t, nodes[i%len(nodes)], true, 3*time.Second)
+		t.Logf("trial %d: %s", i+1, r)
+		if r.withdrawn > time.Second {
+			t.Errorf("trial %d: router kept the dead node's next hop %s; want under 1 s with BFD", i+1, r.withdrawn)
+		}
+		if r.failedAfter > 0 || r.failedBefore > 0 {
+			t.Errorf("trial %d: requests failed outside the detection window: %s (first error: %v)", i+1, r, r.firstErr)
+		}
+		if r.sentAfter < int(afterWindow/probeEvery)/2 || r.sentDuring == 0 {
+			t.Errorf("trial %d: too few requests to judge: %s", i+1, r)
+		}
+	}
+}
+
+// BenchmarkBGPFailover measures node loss through the whole stack (real control plane,
+// portico-controller, three portico-agents with --announce=bgp, bird2 as router, a client
+// behind it probing every 50 ms): the time from a link cut until bird has dropped the dead
+// node's next hop, median and worst of PORTICO_BGP_TRIALS (default 10) trials, with BFD
+// (100 ms x 3) and without (hold time 9 s, keepalive 3 s), the requests failed meanwhile and
+// in the 5 s after, and the median as a ratio to MetalLB with FRR's BFD defaults (~0.9 s):
+//
+//	go test -run '^$' -bench BGPFailover -benchtime 1x ./e2e/suites/bgp/
+func BenchmarkBGPFailover(b *testing.B) {
+	setup(b)
+	failoverService(b)
+	trials := 10
+	if v := os.Getenv("PORTICO_BGP_TRIALS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("PORTICO_BGP_TRIALS=%q: want a positive integer", v)
+		}
+		trials = n
+	}
+	for _, c := range []struct {
+		name   string
+		bfd    bool
+		within time.Duration
+	}{{"bfd", true, 3 * time.Second}, {"hold", false, 2 * holdTime}} {
+		b.Run(c.name, func(b *testing.B) {
+			if !c.bfd {
+				defer withoutBFD(b)()
+			}
+			nodes := shared.Lab.Nodes()
+			for b.Loop() {
+				var ds []time.Duration
+				var during, after, sentDuring, sentAfter int
+				for i := range trials {
+					r := linkCut(b, nodes[i%len(nodes)], c.bfd, c.within)
+					b.Logf("%s trial %d: %s", c.name, i+1, r)
+					ds = append(ds, r.withdrawn)
+					during, after = during+r.failedDuring, after+r.failedAfter
+					sentDuring, sentAfter = sentDuring+r.sentDuring, sentAfter+r.sentAfter
+				}
+				slices.Sort(ds)
+				med, worst := ds[len(ds)/2], ds[len(ds)-1]
+				b.ReportMetric(float64(med.Milliseconds()), "median-ms")
+				b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
+				b.ReportMetric(med.Seconds()/metalLBBFD.Seconds(), "x-metallb-bfd")
+				b.ReportMetric(float64(during)/float64(trials), "failed-meanwhile/trial")
+				b.ReportMetric(float64(after), "failed-after")
+				b.Logf("%s, %d trials: withdrawn median %s, worst %s (%.2fx MetalLB+FRR+BFD ~%s); failed %d/%d meanwhile, %d/%d in the %s after; all %v",
+					c.name, trials, med.Round(time.Millisecond), worst.Round(time.Millisecond), med.Seconds()/metalLBBFD.Seconds(), metalLBBFD,
+					during, sentDuring, after, sentAfter, afterWindow, ds)
+			}
+		})
+	}
+}
+
+// dumpPath logs what decides the path to vip: the router's routes, each node's rules for it.
+func dumpPath(tb testing.TB, vip netip.Addr) {
+	ctx := context.Background()
+	out, _ := shared.bird.ShowRoute(ctx, netip.PrefixFrom(vip, vip.BitLen()))
+	tb.Logf("bird:\n%s", out)
+	b, _ := routerHost().Exec(ctx, "ip", "route", "show", vip.String())
+	tb.Logf("router's kernel: %s", b)
+	for _, n := range shared.Lab.Nodes() {
+		b, _ := n.Exec(ctx, "iptables-save")
+		tb.Logf("%s's rules:\n%s", n.Name, b)
+	}
+}

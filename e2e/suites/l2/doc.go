@@ -1,0 +1,27 @@
+// Package l2 is the end-to-end suite of layer-2 announcement by portico-agent: the real
+// control plane (e2e/framework/cluster) with the AddressPool CRD, the real portico-controller binary with
+// the baremetal provider allocating from a pool with spec.announce.l2, and three real
+// portico-agent processes (--announce=l2 --membership) in the node namespaces of a network lab
+// (e2e/framework/netlab), one backend pod per node. A client on the nodes' segment reaches the VIPs by
+// ARP and NDP alone (an on-link route, no route via a node).
+//
+// TestL2Announce checks, for IPv4 and IPv6: the client's neighbour entry is the elected node's
+// MAC and only that node answers arping; the Service gets an L2Announcing Event from it; then
+// the announcing agent is killed (SIGKILL), and separately its node's link is cut: the next
+// node in the election order announces, the client's neighbour entries follow, and no request
+// fails in the 5 s after it announced. Requests are new TCP connections every 50 ms, so each
+// is balanced afresh over the endpoints: after a link cut one in three would go to the cut
+// node's pod if the agents did not leave out the endpoints of nodes membership reports dead.
+// During the cut the isolated node keeps announcing (a partition has two announcers; the
+// isolated one reaches nobody); after the link comes back exactly one node answers and the
+// VIPs return to the first node in the order.
+//
+// TestLocalPolicyAnnouncesFromEndpointNode puts the only endpoint of an externalTrafficPolicy:
+// Local Service on the node that comes last in its VIP's election order: that node announces.
+// TestStartupErrors runs the binary with bad announcement flags and without access to
+// AddressPools: it exits at once naming every problem.
+//
+// BenchmarkL2Failover repeats both failures (-l2agent.trials, 10 by default) and reports the
+// median and worst time from the failure to the client's neighbour entry moving to the new
+// node, and the requests failed in the 5 s after.
+package l2
