@@ -14,7 +14,6 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -153,8 +152,8 @@ func (p *Provider) unchanged(ctx context.Context, ref providers.Ref, d desiredLB
 	return rec, true, nil
 }
 
-func (p *Provider) reader(kind annotations.AWSType) *lbReader {
-	if kind == annotations.AWSNLB {
+func (p *Provider) reader(kind Kind) *lbReader {
+	if kind == NLB {
 		return p.nlbReader
 	}
 	return p.classicReader
@@ -176,7 +175,7 @@ func (p *Provider) tagApplied(ctx context.Context, rec *lbRecord, hash string) e
 	if rec.Tags[tagApplied] != hash {
 		var err error
 		tag := map[string]string{tagApplied: hash}
-		if rec.Kind == annotations.AWSNLB {
+		if rec.Kind == NLB {
 			_, err = nlbAPI(p.elbv2).AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(tag)})
 		} else {
 			_, err = p.clb().AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{rec.Name}, Tags: toELBTags(tag)})

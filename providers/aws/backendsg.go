@@ -14,7 +14,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -278,8 +277,8 @@ func (p *Provider) knownUser(ctx context.Context, group string) (bool, error) {
 
 // lbSecurityGroups returns the security groups of the load balancer of kind named name; none
 // when there is no such load balancer.
-func (p *Provider) lbSecurityGroups(ctx context.Context, kind annotations.AWSType, name string) ([]string, error) {
-	if kind == annotations.AWSNLB {
+func (p *Provider) lbSecurityGroups(ctx context.Context, kind Kind, name string) ([]string, error) {
+	if kind == NLB {
 		lb, err := p.findNLB(ctx, name)
 		if err != nil || lb == nil {
 			return nil, err

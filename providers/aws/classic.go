@@ -12,7 +12,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -167,7 +166,7 @@ func (p *Provider) createClassic(ctx context.Context, ref providers.Ref, d desir
 
 func classicRecord(cur *elbtypes.LoadBalancerDescription, tags map[string]string) *lbRecord {
 	rec := &lbRecord{
-		Kind:    annotations.AWSClassic,
+		Kind:    Classic,
 		Name:    aws.ToString(cur.LoadBalancerName),
 		DNSName: aws.ToString(cur.DNSName),
 		Scheme:  aws.ToString(cur.Scheme),

@@ -28,7 +28,7 @@ const (
 
 // desiredLB is one Service's load balancer as AWS should hold it.
 type desiredLB struct {
-	Kind   annotations.AWSType
+	Kind   Kind
 	Name   string
 	Scheme string
 	Tags   map[string]string
@@ -149,20 +149,23 @@ func (r sgRule) key() string {
 // desired computes the AWS resources for lb, or an *providers.InvalidError for input AWS cannot
 // serve. It makes no AWS call.
 func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
-	spec := lb.Annotations.AWS
+	spec, err := optionsOf(lb)
+	if err != nil {
+		return desiredLB{}, err
+	}
 	kind := p.opts.DefaultType
 	if kind == "" {
-		kind = annotations.AWSClassic
+		kind = Classic
 	}
 	// The type annotation can only ask for nlb; its absence means the configured default.
-	if spec.Type == annotations.AWSNLB {
-		kind = annotations.AWSNLB
+	if spec.Kind == NLB {
+		kind = NLB
 	}
 	if err := validate(lb, kind); err != nil {
 		return desiredLB{}, err
 	}
 	scheme := schemeInternetFacing
-	if lb.Internal || lb.Annotations.Internal {
+	if lb.Internal {
 		scheme = schemeInternal
 	}
 	d := desiredLB{
@@ -180,7 +183,7 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 	}
 	if len(d.SourceCIDRs) == 0 {
 		d.SourceCIDRs = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
-		if kind == annotations.AWSNLB && spec.IPAddressType == "dualstack" {
+		if kind == NLB && spec.IPAddressType == "dualstack" {
 			d.SourceCIDRs = append(d.SourceCIDRs, netip.MustParsePrefix("::/0"))
 		}
 	}
@@ -190,10 +193,9 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 	instances, warnings := instanceIDs(lb.Nodes, spec.TargetNodeLabels)
 	d.Instances = instances
 	d.Warnings = append(d.Warnings, warnings...)
-	var err error
 	switch kind {
-	case annotations.AWSNLB:
-		d.NLB, err = nlbDesired(d.Name, lb)
+	case NLB:
+		d.NLB, err = nlbDesired(d.Name, lb, spec)
 		if err == nil {
 			err = nlbAddresses(&d.NLB, spec, scheme)
 		}
@@ -202,7 +204,7 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 			err = checkNLBGroups(d)
 		}
 	default:
-		d.Classic = classicDesired(lb, p.opts.SecurityGroups)
+		d.Classic = classicDesired(lb, spec, p.opts.SecurityGroups)
 		d.Warnings = append(d.Warnings, classicWarnings(spec)...)
 		err = checkClassicGroups(d)
 	}
@@ -216,7 +218,7 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 }
 
 // validate rejects what AWS cannot serve before anything is created.
-func validate(lb *providers.LoadBalancer, kind annotations.AWSType) error {
+func validate(lb *providers.LoadBalancer, kind Kind) error {
 	if lb.SessionAffinity.ClientIP {
 		return providers.Invalid("spec.sessionAffinity", "AWS load balancers do not support ClientIP affinity")
 	}
@@ -238,7 +240,7 @@ func validate(lb *providers.LoadBalancer, kind annotations.AWSType) error {
 		}
 		switch {
 		case pt.Protocol == providers.TCP:
-		case pt.Protocol == providers.UDP && kind == annotations.AWSNLB:
+		case pt.Protocol == providers.UDP && kind == NLB:
 		case pt.Protocol == providers.UDP:
 			return providers.Invalid(path+".protocol", "a Classic ELB serves TCP only; set %s: nlb for UDP", annotations.AWSLoadBalancerType)
 		default:
@@ -293,7 +295,7 @@ func instanceID(providerID string) (string, bool) {
 	return id, true
 }
 
-func sslPort(spec annotations.AWS, pt providers.Port) bool {
+func sslPort(spec ServiceOptions, pt providers.Port) bool {
 	if spec.SSLCert == "" || pt.Protocol != providers.TCP {
 		return false
 	}
@@ -310,8 +312,7 @@ func sslPort(spec annotations.AWS, pt providers.Port) bool {
 
 // nlbDesired builds one listener and target group per port number: TCP_UDP when the number
 // carries both protocols, TLS when the certificate applies to it.
-func nlbDesired(name string, lb *providers.LoadBalancer) (nlbSpec, error) {
-	spec := lb.Annotations.AWS
+func nlbDesired(name string, lb *providers.LoadBalancer, spec ServiceOptions) (nlbSpec, error) {
 	byPort := map[int32][]providers.Port{}
 	var order []int32
 	for _, pt := range lb.Ports {
@@ -364,7 +365,7 @@ func nlbDesired(name string, lb *providers.LoadBalancer) (nlbSpec, error) {
 				tgProtocol = "TLS"
 			}
 		}
-		hc := nlbHealthCheck(lb)
+		hc := nlbHealthCheck(lb, spec.HealthCheck)
 		l.TG = targetGroupSpec{
 			// A target group's health-check protocol is not reliably changeable in place
 			// (kubernetes/kubernetes#80996): it is part of the name, so a change makes a new group.
@@ -380,12 +381,11 @@ func nlbDesired(name string, lb *providers.LoadBalancer) (nlbSpec, error) {
 
 // nlbHealthCheck: HTTP /healthz on the health-check node port for externalTrafficPolicy: Local,
 // TCP on the traffic port otherwise, each annotation overriding its part.
-func nlbHealthCheck(lb *providers.LoadBalancer) healthCheck {
+func nlbHealthCheck(lb *providers.LoadBalancer, o HealthCheckOptions) healthCheck {
 	hc := healthCheck{Protocol: "TCP", Port: trafficPort, Interval: 30, Timeout: 10, Healthy: 3, Unhealthy: 3}
 	if lb.LocalTrafficOnly && lb.HealthCheckNodePort != 0 {
 		hc = healthCheck{Protocol: "HTTP", Port: itoa(lb.HealthCheckNodePort), Path: healthzPath, Interval: 10, Timeout: 6, Healthy: 2, Unhealthy: 2}
 	}
-	o := lb.Annotations.AWS.HealthCheck
 	if o.Protocol != "" {
 		hc.Protocol = strings.ToUpper(o.Protocol)
 	}
@@ -466,7 +466,7 @@ func transportProtocols(tgProtocol string) []string {
 }
 
 // nlbWarnings name the keys set on the Service that apply to Classic ELBs only, one each.
-func nlbWarnings(spec annotations.AWS) []string {
+func nlbWarnings(spec ServiceOptions) []string {
 	var w []string
 	for _, k := range []struct {
 		set bool
@@ -491,7 +491,7 @@ func nlbWarnings(spec annotations.AWS) []string {
 }
 
 // classicWarnings name the keys set on the Service that apply to NLBs only, one each.
-func classicWarnings(spec annotations.AWS) []string {
+func classicWarnings(spec ServiceOptions) []string {
 	var w []string
 	for _, k := range []struct {
 		set bool
@@ -512,7 +512,7 @@ func classicWarnings(spec annotations.AWS) []string {
 }
 
 // validateAccessLog: logs turned on need a bucket.
-func validateAccessLog(al annotations.AWSAccessLog) error {
+func validateAccessLog(al AccessLogOptions) error {
 	if al.Enabled != nil && *al.Enabled && al.Bucket == "" {
 		return providers.Invalid("metadata.annotations["+annotations.AWSAccessLogEnabled+"]", "access logs need a bucket: set %s", annotations.AWSAccessLogS3BucketName)
 	}
@@ -522,7 +522,7 @@ func validateAccessLog(al annotations.AWSAccessLog) error {
 // nlbAddresses takes the EIP or private-address annotation: EIPs for an internet-facing NLB,
 // private addresses for an internal one, never both. Their count is checked against the
 // subnets when the NLB is created.
-func nlbAddresses(n *nlbSpec, spec annotations.AWS, scheme string) error {
+func nlbAddresses(n *nlbSpec, spec ServiceOptions, scheme string) error {
 	switch {
 	case len(spec.EIPAllocations) > 0 && len(spec.PrivateIPv4Addresses) > 0:
 		return providers.Invalid("metadata.annotations["+annotations.AWSEIPAllocations+"]", "set %s (internet-facing) or %s (internal), not both", annotations.AWSEIPAllocations, annotations.AWSPrivateIPv4Addresses)
@@ -544,8 +544,7 @@ func notForKind(key, kind string) string {
 
 // classicDesired builds a Classic ELB: one listener per port, the backend protocol and TLS as
 // cloud-provider-aws does, one health check.
-func classicDesired(lb *providers.LoadBalancer, defaultSGs []string) classicSpec {
-	spec := lb.Annotations.AWS
+func classicDesired(lb *providers.LoadBalancer, spec ServiceOptions, defaultSGs []string) classicSpec {
 	backend := spec.BackendProtocol
 	if backend == "" {
 		backend = "tcp"
@@ -595,14 +594,14 @@ func classicDesired(lb *providers.LoadBalancer, defaultSGs []string) classicSpec
 		}
 		out.Listeners = append(out.Listeners, l)
 	}
-	out.HealthCheck = classicHealth(lb, out.Listeners[0])
+	out.HealthCheck = classicHealth(lb, spec.HealthCheck, out.Listeners[0])
 	return out
 }
 
 // classicHealth: TCP (SSL for an ssl/https backend) on the first listener's node port, HTTP
 // /healthz on the health-check node port for externalTrafficPolicy: Local; 10/5/2/6 as
 // cloud-provider-aws; each annotation overriding its part.
-func classicHealth(lb *providers.LoadBalancer, first classicListener) classicHealthCheck {
+func classicHealth(lb *providers.LoadBalancer, o HealthCheckOptions, first classicListener) classicHealthCheck {
 	proto, port, path := "TCP", itoa(first.InstancePort), ""
 	if first.InstanceProtocol == "SSL" || first.InstanceProtocol == "HTTPS" {
 		proto = "SSL"
@@ -610,7 +609,6 @@ func classicHealth(lb *providers.LoadBalancer, first classicListener) classicHea
 	if lb.LocalTrafficOnly && lb.HealthCheckNodePort != 0 {
 		proto, port, path = "HTTP", itoa(lb.HealthCheckNodePort), healthzPath
 	}
-	o := lb.Annotations.AWS.HealthCheck
 	if o.Protocol != "" {
 		proto = strings.ToUpper(o.Protocol)
 	}

@@ -252,7 +252,7 @@ func subnetMappings(n nlbSpec, subnets []subnet) ([]elbv2types.SubnetMapping, er
 func nlbRecord(lb *elbv2types.LoadBalancer, tags map[string]string) *lbRecord {
 	rec := &lbRecord{
 		IPAddressType: string(lb.IpAddressType),
-		Kind:          annotations.AWSNLB,
+		Kind:          NLB,
 		Name:          aws.ToString(lb.LoadBalancerName),
 		ARN:           aws.ToString(lb.LoadBalancerArn),
 		DNSName:       aws.ToString(lb.DNSName),
@@ -420,7 +420,7 @@ func (p *Provider) deleteNLBByARN(ctx context.Context, ref providers.Ref, name, 
 // untagLB removes one tag from a load balancer of either kind.
 func (p *Provider) untagLB(ctx context.Context, rec *lbRecord, key string) error {
 	var err error
-	if rec.Kind == annotations.AWSNLB {
+	if rec.Kind == NLB {
 		_, err = nlbAPI(p.elbv2).RemoveTags(ctx, &elbv2.RemoveTagsInput{ResourceArns: []string{rec.ARN}, TagKeys: []string{key}})
 	} else {
 		err = p.untagClassic(ctx, rec.Name, key)

@@ -10,7 +10,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -85,7 +84,7 @@ func (p *Provider) nodesOnly(ctx context.Context, ref providers.Ref, d desiredLB
 	if rec == nil || !ownedBy(rec.Tags, p.cluster, ref.UID) || rec.Tags[tagApplied] != x.hash || rec.Tags[tagReplaces] != "" {
 		return nil, false, nil
 	}
-	if d.Kind == annotations.AWSNLB && (len(rec.SecurityGroups) == 0 || len(x.targetGroups) != len(d.NLB.Listeners)) {
+	if d.Kind == NLB && (len(rec.SecurityGroups) == 0 || len(x.targetGroups) != len(d.NLB.Listeners)) {
 		// Per-Service node rules (an NLB without groups) follow the node set: full path.
 		return nil, false, nil
 	}
@@ -106,7 +105,7 @@ func (p *Provider) nodesOnly(ctx context.Context, ref providers.Ref, d desiredLB
 	}
 	// What the reader holds of it is stale from the first write on.
 	p.reader(d.Kind).forget(d.Name)
-	if d.Kind == annotations.AWSNLB {
+	if d.Kind == NLB {
 		for _, tg := range x.targetGroups {
 			if err := p.registerTargets(ctx, tg, add, remove); err != nil {
 				return nil, false, err

@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -563,8 +562,8 @@ func toEC2Tags(m map[string]string) []ec2types.Tag {
 	return out
 }
 
-func kindName(k annotations.AWSType) string {
-	if k == annotations.AWSNLB {
+func kindName(k Kind) string {
+	if k == NLB {
 		return "NLB"
 	}
 	return "Classic ELB"

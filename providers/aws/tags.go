@@ -7,7 +7,6 @@ import (
 	"maps"
 	"strings"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -56,7 +55,7 @@ func ownerTags(cluster string, ref providers.Ref) map[string]string {
 
 // resourceTags are every tag of a resource created for ref: extra tags first, so that the
 // ownership tags always win.
-func resourceTags(cluster string, ref providers.Ref, extra map[string]string, spec annotations.AWS) map[string]string {
+func resourceTags(cluster string, ref providers.Ref, extra map[string]string, spec ServiceOptions) map[string]string {
 	out := map[string]string{}
 	maps.Copy(out, extra)
 	maps.Copy(out, spec.AdditionalTags)
@@ -100,7 +99,7 @@ func ruleOwner(desc string) string {
 // a crash gets the same name (found, not duplicated).
 
 // lbName is the load balancer name for a Service, kind and scheme.
-func lbName(cluster string, ref providers.Ref, kind annotations.AWSType, scheme string) string {
+func lbName(cluster string, ref providers.Ref, kind Kind, scheme string) string {
 	return shortName("k8s", ref.Name, hash(cluster, ref.UID, string(kind), scheme))
 }
 

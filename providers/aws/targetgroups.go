@@ -10,7 +10,6 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -245,7 +244,7 @@ func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Re
 	// ref's (lbName; moto keeps a deleted load balancer's ARN on its target groups).
 	mine := map[string]bool{}
 	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
-		mine[lbName(p.cluster, ref, annotations.AWSNLB, scheme)] = true
+		mine[lbName(p.cluster, ref, NLB, scheme)] = true
 	}
 	var arns []string
 	for _, tg := range all {
