@@ -170,23 +170,6 @@ func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, d desiredLB
 	return nil
 }
 
-// tagApplied writes the applied tag when it changed.
-func (p *Provider) tagApplied(ctx context.Context, rec *lbRecord, hash string) error {
-	if rec.Tags[tagApplied] != hash {
-		var err error
-		tag := map[string]string{tagApplied: hash}
-		if rec.Kind == NLB {
-			_, err = nlbAPI(p.elbv2).AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(tag)})
-		} else {
-			_, err = p.clb().AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{rec.Name}, Tags: toELBTags(tag)})
-		}
-		if err != nil {
-			return fmt.Errorf("tagging %s with the applied state: %w", rec.Name, err)
-		}
-	}
-	return nil
-}
-
 // fetchNLBs is the NLB reader's batch: one DescribeLoadBalancers by name and one DescribeTags.
 // AWS fails a by-name describe when any name is missing; then the region's load balancers are
 // listed instead (one call per 400).

@@ -194,42 +194,6 @@ func (p *Provider) findClassic(ctx context.Context, name string) (*elbtypes.Load
 	return &out.LoadBalancerDescriptions[0], nil
 }
 
-func (p *Provider) classicTags(ctx context.Context, names []string) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
-	for chunk := range slices.Chunk(names, classicTagsBatch) {
-		res, err := p.clb().DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: chunk})
-		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") && len(chunk) > 1 {
-			for _, n := range chunk {
-				one, err := p.classicTags(ctx, []string{n})
-				if err != nil {
-					return nil, err
-				}
-				maps.Copy(out, one)
-			}
-			continue
-		}
-		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("describing Classic ELB tags: %w", err)
-		}
-		for _, td := range res.TagDescriptions {
-			m := map[string]string{}
-			for _, t := range td.Tags {
-				m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-			}
-			out[aws.ToString(td.LoadBalancerName)] = m
-		}
-	}
-	return out, nil
-}
-
-func (p *Provider) untagClassic(ctx context.Context, name, key string) error {
-	_, err := p.clb().RemoveTags(ctx, &elb.RemoveTagsInput{LoadBalancerNames: []string{name}, Tags: []elbtypes.TagKeyOnly{{Key: aws.String(key)}}})
-	return err
-}
-
 // reconcileClassicSubnets attaches and detaches subnets when the Service or configuration names
 // them; discovered subnets are chosen once, at creation.
 func (p *Provider) reconcileClassicSubnets(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
@@ -589,12 +553,4 @@ func (p *Provider) deleteClassic(ctx context.Context, name string) error {
 		return fmt.Errorf("deleting Classic ELB %s: %w", name, err)
 	}
 	return nil
-}
-
-func toELBTags(m map[string]string) []elbtypes.Tag {
-	var out []elbtypes.Tag
-	for _, k := range sortedKeys(m) {
-		out = append(out, elbtypes.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
 }

@@ -285,66 +285,6 @@ func (p *Provider) findNLB(ctx context.Context, name string) (*elbv2types.LoadBa
 	return nil, nil
 }
 
-// nlbTags reads the tags of ELBv2 resources (load balancers or target groups), 20 per call.
-func (p *Provider) nlbTags(ctx context.Context, arns []string) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
-	for chunk := range slices.Chunk(arns, describeTagsBatch) {
-		res, err := nlbAPI(p.elbv2).DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: chunk})
-		if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
-			// One went away meanwhile: read the rest one by one.
-			for _, arn := range chunk {
-				one, err := nlbAPI(p.elbv2).DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{arn}})
-				if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
-					continue
-				}
-				if err != nil {
-					return nil, fmt.Errorf("describing tags: %w", err)
-				}
-				addTagDescriptions(out, one.TagDescriptions)
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("describing tags: %w", err)
-		}
-		addTagDescriptions(out, res.TagDescriptions)
-	}
-	return out, nil
-}
-
-func addTagDescriptions(out map[string]map[string]string, tds []elbv2types.TagDescription) {
-	for _, td := range tds {
-		m := map[string]string{}
-		for _, t := range td.Tags {
-			m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-		}
-		out[aws.ToString(td.ResourceArn)] = m
-	}
-}
-
-// tagNLB adds the desired tags the NLB lacks (additional tags added to the Service later).
-func (p *Provider) tagNLB(ctx context.Context, rec *lbRecord, want map[string]string) error {
-	missing := missingTags(rec.Tags, want)
-	if len(missing) == 0 {
-		return nil
-	}
-	if _, err := nlbAPI(p.elbv2).AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(missing)}); err != nil {
-		return fmt.Errorf("tagging NLB %s: %w", rec.Name, err)
-	}
-	maps.Copy(rec.Tags, missing)
-	return nil
-}
-
-func missingTags(have, want map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // reconcileNLBAttributes sets the load-balancer attributes the Service asks for (cross-zone,
 // access logs); others keep their value.
 func (p *Provider) reconcileNLBAttributes(ctx context.Context, d desiredLB, rec *lbRecord) error {
@@ -415,26 +355,4 @@ func (p *Provider) deleteNLBByARN(ctx context.Context, ref providers.Ref, name, 
 		}
 	}
 	return nil
-}
-
-// untagLB removes one tag from a load balancer of either kind.
-func (p *Provider) untagLB(ctx context.Context, rec *lbRecord, key string) error {
-	var err error
-	if rec.Kind == NLB {
-		_, err = nlbAPI(p.elbv2).RemoveTags(ctx, &elbv2.RemoveTagsInput{ResourceArns: []string{rec.ARN}, TagKeys: []string{key}})
-	} else {
-		err = p.untagClassic(ctx, rec.Name, key)
-	}
-	if err != nil {
-		return fmt.Errorf("removing tag %s from %s: %w", key, rec.Name, err)
-	}
-	return nil
-}
-
-func toELBv2Tags(m map[string]string) []elbv2types.Tag {
-	var out []elbv2types.Tag
-	for _, k := range sortedKeys(m) {
-		out = append(out, elbv2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
 }

@@ -485,41 +485,6 @@ func (p *Provider) convergeOwnGroups(ctx context.Context, ref providers.Ref, d d
 	return attach, extra, nil
 }
 
-// splitRules packs rules into as few groups of at most limit rules as it can, keeping the
-// rules of one source together while a source fits in a group, in a stable order (sources
-// sorted), so that the same rules always land in the same groups.
-func splitRules(rules []sgRule, limit int) [][]sgRule {
-	bySource := map[string][]sgRule{}
-	for _, r := range rules {
-		src := r.Group
-		if src == "" {
-			src = r.CIDR.String()
-		}
-		bySource[src] = append(bySource[src], r)
-	}
-	var out [][]sgRule
-	var cur []sgRule
-	for _, src := range sortedKeys(bySource) {
-		rs := bySource[src]
-		slices.SortFunc(rs, func(a, b sgRule) int { return strings.Compare(a.key(), b.key()) })
-		if len(cur)+len(rs) > limit && len(cur) > 0 {
-			out = append(out, cur)
-			cur = nil
-		}
-		for len(rs) > limit-len(cur) {
-			k := limit - len(cur)
-			cur = append(cur, rs[:k]...)
-			out = append(out, cur)
-			cur, rs = nil, rs[k:]
-		}
-		cur = append(cur, rs...)
-	}
-	if len(cur) > 0 || len(out) == 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
 // deleteOwnedSecurityGroups deletes the groups tagged as owned for ref (only lbName's when set).
 // A group still attached to a load balancer being deleted asks for a retry.
 func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.Ref, lbName string) error {
@@ -552,19 +517,4 @@ func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.
 		}
 	}
 	return nil
-}
-
-func toEC2Tags(m map[string]string) []ec2types.Tag {
-	var out []ec2types.Tag
-	for _, k := range sortedKeys(m) {
-		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
-}
-
-func kindName(k Kind) string {
-	if k == NLB {
-		return "NLB"
-	}
-	return "Classic ELB"
 }

@@ -175,14 +175,6 @@ func (p *Provider) describeSubnets(ctx context.Context, in *ec2.DescribeSubnetsI
 	return out, nil
 }
 
-func ec2Tags(tags []ec2types.Tag) map[string]string {
-	m := make(map[string]string, len(tags))
-	for _, t := range tags {
-		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-	}
-	return m
-}
-
 func subnetIDs(s []subnet) []string {
 	out := make([]string, len(s))
 	for i, x := range s {

@@ -192,29 +192,6 @@ func targets(ids []string) []elbv2types.TargetDescription {
 	return out
 }
 
-// diffSets returns want minus have and have minus want, sorted.
-func diffSets(have, want []string) (add, remove []string) {
-	h := map[string]bool{}
-	for _, x := range have {
-		h[x] = true
-	}
-	w := map[string]bool{}
-	for _, x := range want {
-		w[x] = true
-		if !h[x] {
-			add = append(add, x)
-		}
-	}
-	for x := range h {
-		if !w[x] {
-			remove = append(remove, x)
-		}
-	}
-	slices.Sort(add)
-	slices.Sort(remove)
-	return slices.Compact(add), remove
-}
-
 func (p *Provider) deleteTargetGroup(ctx context.Context, arn string) error {
 	_, err := targetGroupAPI(p.elbv2).DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: aws.String(arn)})
 	switch {
