@@ -9,13 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 )
 
-// instanceAPI is what the provider needs to know about backend instances.
-type instanceAPI interface {
-	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
-}
-
-var _ instanceAPI = (*ec2.Client)(nil)
-
 // instance is a backend node's instance as the provider needs it.
 type instance struct {
 	ID     string

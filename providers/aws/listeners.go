@@ -10,16 +10,6 @@ import (
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 )
 
-// listenerAPI manages NLB listeners.
-type listenerAPI interface {
-	DescribeListeners(ctx context.Context, in *elbv2.DescribeListenersInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeListenersOutput, error)
-	CreateListener(ctx context.Context, in *elbv2.CreateListenerInput, opts ...func(*elbv2.Options)) (*elbv2.CreateListenerOutput, error)
-	ModifyListener(ctx context.Context, in *elbv2.ModifyListenerInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyListenerOutput, error)
-	DeleteListener(ctx context.Context, in *elbv2.DeleteListenerInput, opts ...func(*elbv2.Options)) (*elbv2.DeleteListenerOutput, error)
-}
-
-var _ listenerAPI = (*elbv2.Client)(nil)
-
 // reconcileListeners converges the NLB's listeners, each forwarding to its target group, and
 // the target groups with their targets; then deletes what is no longer wanted.
 func (p *Provider) reconcileListeners(ctx context.Context, d desiredLB, rec *lbRecord, vpc string, instances []string) error {

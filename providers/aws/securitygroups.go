@@ -15,18 +15,6 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-// securityGroupAPI manages the node groups' rules and the Classic ELBs' own groups.
-type securityGroupAPI interface {
-	DescribeSecurityGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
-	CreateSecurityGroup(ctx context.Context, in *ec2.CreateSecurityGroupInput, opts ...func(*ec2.Options)) (*ec2.CreateSecurityGroupOutput, error)
-	DeleteSecurityGroup(ctx context.Context, in *ec2.DeleteSecurityGroupInput, opts ...func(*ec2.Options)) (*ec2.DeleteSecurityGroupOutput, error)
-	AuthorizeSecurityGroupIngress(ctx context.Context, in *ec2.AuthorizeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.AuthorizeSecurityGroupIngressOutput, error)
-	RevokeSecurityGroupIngress(ctx context.Context, in *ec2.RevokeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.RevokeSecurityGroupIngressOutput, error)
-	UpdateSecurityGroupRuleDescriptionsIngress(ctx context.Context, in *ec2.UpdateSecurityGroupRuleDescriptionsIngressInput, opts ...func(*ec2.Options)) (*ec2.UpdateSecurityGroupRuleDescriptionsIngressOutput, error)
-}
-
-var _ securityGroupAPI = (*ec2.Client)(nil)
-
 func (p *Provider) sgAPI() securityGroupAPI { return p.ec2 }
 
 // nodeSecurityGroups returns, per distinct group, the security group of each backend instance

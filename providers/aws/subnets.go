@@ -9,20 +9,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
-
-type ec2Filter = ec2types.Filter
-
-// subnetAPI finds the subnets load balancers are placed in.
-type subnetAPI interface {
-	DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
-}
-
-var _ subnetAPI = (*ec2.Client)(nil)
 
 const (
 	tagRoleELB         = "kubernetes.io/role/elb"
