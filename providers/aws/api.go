@@ -3,13 +3,39 @@ package aws
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 )
 
-// The AWS operations the provider makes, one small consumer-side interface per resource.
+// The AWS operations the provider makes, one small consumer-side interface per resource, and
+// clients, the seams through which it makes them.
+
+// clients hold the seams: the provider calls AWS only through them. newClients fills every one
+// from the SDK clients of one configuration; a unit test sets the one it exercises to a fake
+// (api_test.go).
+type clients struct {
+	instances    instanceAPI
+	subnets      subnetAPI
+	groups       securityGroupAPI
+	classic      classicAPI
+	nlb          nlbAPI
+	listeners    listenerAPI
+	targetGroups targetGroupAPI
+}
+
+// newClients builds the SDK's EC2, ELB and ELBv2 clients on cfg.
+func newClients(cfg aws.Config) clients {
+	ec2c, elbc, elbv2c := ec2.NewFromConfig(cfg), elb.NewFromConfig(cfg), elbv2.NewFromConfig(cfg)
+	return clients{
+		instances: ec2c, subnets: ec2c, groups: ec2c,
+		classic: elbc,
+		nlb:     elbv2c, listeners: elbv2c, targetGroups: elbv2c,
+	}
+}
 
 // instanceAPI is what the provider needs to know about backend instances.
 type instanceAPI interface {
@@ -104,4 +130,5 @@ type targetGroupAPI interface {
 
 var _ targetGroupAPI = (*elbv2.Client)(nil)
 
+// ec2Filter is an EC2 describe filter.
 type ec2Filter = ec2types.Filter

@@ -174,7 +174,7 @@ func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, d desiredLB
 // AWS fails a by-name describe when any name is missing; then the region's load balancers are
 // listed instead (one call per 400).
 func (p *Provider) fetchNLBs(ctx context.Context, names []string) (map[string]*lbRecord, error) {
-	api := nlbAPI(p.elbv2)
+	api := p.api.nlb
 	var lbs []elbv2types.LoadBalancer
 	out, err := api.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: names})
 	switch {
@@ -227,7 +227,7 @@ func (p *Provider) fetchNLBs(ctx context.Context, names []string) (map[string]*l
 
 // fetchClassics is the Classic ELB reader's batch, as fetchNLBs.
 func (p *Provider) fetchClassics(ctx context.Context, names []string) (map[string]*lbRecord, error) {
-	out, err := p.clb().DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: names})
+	out, err := p.api.classic.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: names})
 	res := map[string]*lbRecord{}
 	switch {
 	case isCode(err, "LoadBalancerNotFound", "AccessPointNotFound"):
@@ -235,7 +235,7 @@ func (p *Provider) fetchClassics(ctx context.Context, names []string) (map[strin
 		for _, n := range names {
 			want[n] = true
 		}
-		pager := elb.NewDescribeLoadBalancersPaginator(p.clb(), &elb.DescribeLoadBalancersInput{PageSize: aws.Int32(400)})
+		pager := elb.NewDescribeLoadBalancersPaginator(p.api.classic, &elb.DescribeLoadBalancersInput{PageSize: aws.Int32(400)})
 		for pager.HasMorePages() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {

@@ -13,7 +13,7 @@ import (
 // reconcileListeners converges the NLB's listeners, each forwarding to its target group, and
 // the target groups with their targets; then deletes what is no longer wanted.
 func (p *Provider) reconcileListeners(ctx context.Context, d desiredLB, rec *lbRecord, vpc string, instances []string) error {
-	api := listenerAPI(p.elbv2)
+	api := p.api.listeners
 	var existing []elbv2types.Listener
 	pager := elbv2.NewDescribeListenersPaginator(api, &elbv2.DescribeListenersInput{LoadBalancerArn: aws.String(rec.ARN)})
 	for pager.HasMorePages() {
@@ -111,7 +111,7 @@ func (p *Provider) createListener(ctx context.Context, rec *lbRecord, l nlbListe
 			in.AlpnPolicy = []string{l.ALPN}
 		}
 	}
-	if _, err := listenerAPI(p.elbv2).CreateListener(ctx, in); err != nil {
+	if _, err := p.api.listeners.CreateListener(ctx, in); err != nil {
 		return fmt.Errorf("creating listener %s:%d of %s: %w", l.Protocol, l.Port, rec.Name, err)
 	}
 	return nil

@@ -22,7 +22,7 @@ const describeTagsBatch = 20
 // Service it replaces, and converges listeners, target groups, targets, attributes and node
 // security-group rules.
 func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB, insts []instance) (*lbRecord, error) {
-	api := nlbAPI(p.elbv2)
+	api := p.api.nlb
 	cur, err := p.findNLB(ctx, d.Name)
 	if err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func (p *Provider) reconcileNLBSecurity(ctx context.Context, ref providers.Ref, 
 		}
 	}
 	if !slices.Equal(rec.SecurityGroups, groups) {
-		if _, err := nlbAPI(p.elbv2).SetSecurityGroups(ctx, &elbv2.SetSecurityGroupsInput{LoadBalancerArn: aws.String(rec.ARN), SecurityGroups: groups}); err != nil {
+		if _, err := p.api.nlb.SetSecurityGroups(ctx, &elbv2.SetSecurityGroupsInput{LoadBalancerArn: aws.String(rec.ARN), SecurityGroups: groups}); err != nil {
 			return fmt.Errorf("setting security groups of %s: %w", d.Name, err)
 		}
 		rec.SecurityGroups = groups
@@ -196,7 +196,7 @@ func (p *Provider) createNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	if in.SubnetMappings == nil {
 		in.Subnets = subnetIDs(subnets)
 	}
-	out, err := nlbAPI(p.elbv2).CreateLoadBalancer(ctx, in)
+	out, err := p.api.nlb.CreateLoadBalancer(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("creating NLB %s: %w", d.Name, err)
 	}
@@ -253,7 +253,7 @@ func nlbRecord(lb *elbv2types.LoadBalancer, tags map[string]string) *lbRecord {
 
 // findNLB describes the NLB named name; nil when there is none.
 func (p *Provider) findNLB(ctx context.Context, name string) (*elbv2types.LoadBalancer, error) {
-	out, err := nlbAPI(p.elbv2).DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
+	out, err := p.api.nlb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
 	if isCode(err, "LoadBalancerNotFound") {
 		return nil, nil
 	}
@@ -281,7 +281,7 @@ func (p *Provider) reconcileNLBAttributes(ctx context.Context, d desiredLB, rec 
 	if len(want) == 0 {
 		return nil
 	}
-	api := nlbAPI(p.elbv2)
+	api := p.api.nlb
 	out, err := api.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: aws.String(rec.ARN)})
 	if err != nil {
 		return fmt.Errorf("describing attributes of %s: %w", rec.Name, err)
@@ -328,7 +328,7 @@ func (p *Provider) deleteNLBByARN(ctx context.Context, ref providers.Ref, name, 
 	if err != nil {
 		return err
 	}
-	if _, err := nlbAPI(p.elbv2).DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: aws.String(arn)}); err != nil && !isCode(err, "LoadBalancerNotFound") {
+	if _, err := p.api.nlb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: aws.String(arn)}); err != nil && !isCode(err, "LoadBalancerNotFound") {
 		return fmt.Errorf("deleting NLB %s: %w", name, err)
 	}
 	p.log.Info("Deleted NLB", "service", ref, "name", name)

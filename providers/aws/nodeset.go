@@ -125,7 +125,7 @@ func (p *Provider) nodesOnly(ctx context.Context, ref providers.Ref, d desiredLB
 
 // registerTargets registers add on the target group before deregistering remove.
 func (p *Provider) registerTargets(ctx context.Context, tg string, add, remove []string) error {
-	api := targetGroupAPI(p.elbv2)
+	api := p.api.targetGroups
 	if len(add) > 0 {
 		if _, err := api.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: aws.String(tg), Targets: targets(add)}); err != nil {
 			return fmt.Errorf("registering targets with %s: %w", tg, err)
@@ -142,12 +142,12 @@ func (p *Provider) registerTargets(ctx context.Context, tg string, add, remove [
 // registerInstances registers add with the Classic ELB before deregistering remove.
 func (p *Provider) registerInstances(ctx context.Context, name string, add, remove []string) error {
 	if len(add) > 0 {
-		if _, err := p.clb().RegisterInstancesWithLoadBalancer(ctx, &elb.RegisterInstancesWithLoadBalancerInput{LoadBalancerName: aws.String(name), Instances: elbInstances(add)}); err != nil {
+		if _, err := p.api.classic.RegisterInstancesWithLoadBalancer(ctx, &elb.RegisterInstancesWithLoadBalancerInput{LoadBalancerName: aws.String(name), Instances: elbInstances(add)}); err != nil {
 			return fmt.Errorf("registering instances with %s: %w", name, err)
 		}
 	}
 	if len(remove) > 0 {
-		if _, err := p.clb().DeregisterInstancesFromLoadBalancer(ctx, &elb.DeregisterInstancesFromLoadBalancerInput{LoadBalancerName: aws.String(name), Instances: elbInstances(remove)}); err != nil {
+		if _, err := p.api.classic.DeregisterInstancesFromLoadBalancer(ctx, &elb.DeregisterInstancesFromLoadBalancerInput{LoadBalancerName: aws.String(name), Instances: elbInstances(remove)}); err != nil {
 			return fmt.Errorf("deregistering instances from %s: %w", name, err)
 		}
 	}

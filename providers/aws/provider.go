@@ -10,9 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
-	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -47,9 +44,7 @@ type Options struct {
 // batched reads (applied.go), so a restarted provider converges every load balancer once.
 type Provider struct {
 	opts    Options
-	ec2     *ec2.Client
-	elb     *elb.Client
-	elbv2   *elbv2.Client
+	api     clients
 	calls   *apiCalls
 	log     logr.Logger
 	cluster string
@@ -108,9 +103,7 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 	}
 	p := &Provider{
 		opts:      opts,
-		ec2:       ec2.NewFromConfig(cfg),
-		elb:       elb.NewFromConfig(cfg),
-		elbv2:     elbv2.NewFromConfig(cfg),
+		api:       newClients(cfg),
 		calls:     calls,
 		log:       opts.Logger,
 		cluster:   opts.ClusterName,

@@ -15,8 +15,6 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-func (p *Provider) sgAPI() securityGroupAPI { return p.ec2 }
-
 // nodeSecurityGroups returns, per distinct group, the security group of each backend instance
 // the provider adds rules to: the instance's group tagged for this cluster, or its only group.
 func (p *Provider) nodeSecurityGroups(ctx context.Context, insts []instance) ([]ec2types.SecurityGroup, error) {
@@ -110,7 +108,7 @@ func (p *Provider) reconcileRuleSets(ctx context.Context, uid, lbName string, se
 			continue
 		}
 		id := aws.ToString(sets[i].group.GroupId)
-		_, err := p.sgAPI().AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
+		_, err := p.api.groups.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
 			GroupId: aws.String(id), IpPermissions: permissions(add, uid, lbName),
 		})
 		if isCode(err, "InvalidPermission.Duplicate") {
@@ -162,7 +160,7 @@ func ruleDiff(g ec2types.SecurityGroup, uid, lbName string, want []sgRule) (add,
 
 func (p *Provider) authorizeEach(ctx context.Context, id string, rules []sgRule, uid, lbName string) error {
 	for _, r := range rules {
-		_, err := p.sgAPI().AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
+		_, err := p.api.groups.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
 			GroupId: aws.String(id), IpPermissions: permissions([]sgRule{r}, uid, lbName),
 		})
 		if err != nil && !isCode(err, "InvalidPermission.Duplicate") {
@@ -173,7 +171,7 @@ func (p *Provider) authorizeEach(ctx context.Context, id string, rules []sgRule,
 }
 
 func (p *Provider) revoke(ctx context.Context, id string, rules []sgRule, uid, lbName string) error {
-	_, err := p.sgAPI().RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{
+	_, err := p.api.groups.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{
 		GroupId: aws.String(id), IpPermissions: permissions(rules, uid, lbName),
 	})
 	if err != nil && !isCode(err, "InvalidPermission.NotFound", "InvalidGroup.NotFound") {
@@ -218,7 +216,7 @@ func (p *Provider) revokeOwned(ctx context.Context, g ec2types.SecurityGroup, ru
 			gone = append(gone, r)
 			continue
 		}
-		_, err := p.sgAPI().UpdateSecurityGroupRuleDescriptionsIngress(ctx, &ec2.UpdateSecurityGroupRuleDescriptionsIngressInput{
+		_, err := p.api.groups.UpdateSecurityGroupRuleDescriptionsIngress(ctx, &ec2.UpdateSecurityGroupRuleDescriptionsIngressInput{
 			GroupId: aws.String(id), IpPermissions: permissions([]sgRule{r}, heirUID, heirLB),
 		})
 		if err != nil {
@@ -356,7 +354,7 @@ func permissions(rules []sgRule, uid, lbName string) []ec2types.IpPermission {
 
 func (p *Provider) describeGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput) ([]ec2types.SecurityGroup, error) {
 	var out []ec2types.SecurityGroup
-	pager := ec2.NewDescribeSecurityGroupsPaginator(p.sgAPI(), in)
+	pager := ec2.NewDescribeSecurityGroupsPaginator(p.api.groups, in)
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -402,7 +400,7 @@ func (p *Provider) ensureOwnSecurityGroups(ctx context.Context, d desiredLB, vpc
 			delete(byName, name)
 			continue
 		}
-		out, err := p.sgAPI().CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+		out, err := p.api.groups.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
 			GroupName:   aws.String(name),
 			Description: aws.String("Portico: " + kindName(d.Kind) + " " + d.Name + " for Service " + d.Tags[tagServiceName]),
 			VpcId:       aws.String(vpc),
@@ -426,7 +424,7 @@ func (p *Provider) ensureOwnSecurityGroups(ctx context.Context, d desiredLB, vpc
 
 // deleteSecurityGroup deletes one owned group; one still attached asks for a retry.
 func (p *Provider) deleteSecurityGroup(ctx context.Context, id string) error {
-	_, err := p.sgAPI().DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
+	_, err := p.api.groups.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
 	switch {
 	case isCode(err, "DependencyViolation"):
 		return providers.RetryAfter(retryDetach, "security group %s is still in use while its load balancer lets go of it", id)
@@ -496,7 +494,7 @@ func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.
 		return err
 	}
 	for _, g := range groups {
-		_, err := p.sgAPI().DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: g.GroupId})
+		_, err := p.api.groups.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: g.GroupId})
 		switch {
 		case isCode(err, "DependencyViolation"):
 			return providers.RetryAfter(retryDetach, "security group %s is still in use while its load balancer is deleted", aws.ToString(g.GroupId))

@@ -150,7 +150,7 @@ func (p *Provider) subnetsByID(ctx context.Context, ids []string) ([]subnet, err
 
 func (p *Provider) describeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput) ([]subnet, error) {
 	var out []subnet
-	pager := ec2.NewDescribeSubnetsPaginator(subnetAPI(p.ec2), in)
+	pager := ec2.NewDescribeSubnetsPaginator(p.api.subnets, in)
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {

@@ -151,11 +151,11 @@ func missingTags(have, want map[string]string) map[string]string {
 func (p *Provider) nlbTags(ctx context.Context, arns []string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	for chunk := range slices.Chunk(arns, describeTagsBatch) {
-		res, err := nlbAPI(p.elbv2).DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: chunk})
+		res, err := p.api.nlb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: chunk})
 		if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
 			// One went away meanwhile: read the rest one by one.
 			for _, arn := range chunk {
-				one, err := nlbAPI(p.elbv2).DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{arn}})
+				one, err := p.api.nlb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{arn}})
 				if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
 					continue
 				}
@@ -190,7 +190,7 @@ func (p *Provider) tagNLB(ctx context.Context, rec *lbRecord, want map[string]st
 	if len(missing) == 0 {
 		return nil
 	}
-	if _, err := nlbAPI(p.elbv2).AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(missing)}); err != nil {
+	if _, err := p.api.nlb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(missing)}); err != nil {
 		return fmt.Errorf("tagging NLB %s: %w", rec.Name, err)
 	}
 	maps.Copy(rec.Tags, missing)
@@ -201,7 +201,7 @@ func (p *Provider) tagNLB(ctx context.Context, rec *lbRecord, want map[string]st
 func (p *Provider) untagLB(ctx context.Context, rec *lbRecord, key string) error {
 	var err error
 	if rec.Kind == NLB {
-		_, err = nlbAPI(p.elbv2).RemoveTags(ctx, &elbv2.RemoveTagsInput{ResourceArns: []string{rec.ARN}, TagKeys: []string{key}})
+		_, err = p.api.nlb.RemoveTags(ctx, &elbv2.RemoveTagsInput{ResourceArns: []string{rec.ARN}, TagKeys: []string{key}})
 	} else {
 		err = p.untagClassic(ctx, rec.Name, key)
 	}
@@ -214,7 +214,7 @@ func (p *Provider) untagLB(ctx context.Context, rec *lbRecord, key string) error
 func (p *Provider) classicTags(ctx context.Context, names []string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
 	for chunk := range slices.Chunk(names, classicTagsBatch) {
-		res, err := p.clb().DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: chunk})
+		res, err := p.api.classic.DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: chunk})
 		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") && len(chunk) > 1 {
 			for _, n := range chunk {
 				one, err := p.classicTags(ctx, []string{n})
@@ -243,7 +243,7 @@ func (p *Provider) classicTags(ctx context.Context, names []string) (map[string]
 }
 
 func (p *Provider) untagClassic(ctx context.Context, name, key string) error {
-	_, err := p.clb().RemoveTags(ctx, &elb.RemoveTagsInput{LoadBalancerNames: []string{name}, Tags: []elbtypes.TagKeyOnly{{Key: aws.String(key)}}})
+	_, err := p.api.classic.RemoveTags(ctx, &elb.RemoveTagsInput{LoadBalancerNames: []string{name}, Tags: []elbtypes.TagKeyOnly{{Key: aws.String(key)}}})
 	return err
 }
 
@@ -253,9 +253,9 @@ func (p *Provider) tagApplied(ctx context.Context, rec *lbRecord, hash string) e
 		var err error
 		tag := map[string]string{tagApplied: hash}
 		if rec.Kind == NLB {
-			_, err = nlbAPI(p.elbv2).AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(tag)})
+			_, err = p.api.nlb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(tag)})
 		} else {
-			_, err = p.clb().AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{rec.Name}, Tags: toELBTags(tag)})
+			_, err = p.api.classic.AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{rec.Name}, Tags: toELBTags(tag)})
 		}
 		if err != nil {
 			return fmt.Errorf("tagging %s with the applied state: %w", rec.Name, err)

@@ -20,7 +20,7 @@ const targetBatch = 100
 func (p *Provider) targetGroupsOf(ctx context.Context, lbARN string) ([]elbv2types.TargetGroup, error) {
 	var out []elbv2types.TargetGroup
 	seen := map[string]bool{}
-	pager := elbv2.NewDescribeTargetGroupsPaginator(targetGroupAPI(p.elbv2), &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: aws.String(lbARN)})
+	pager := elbv2.NewDescribeTargetGroupsPaginator(p.api.targetGroups, &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: aws.String(lbARN)})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
@@ -43,7 +43,7 @@ func (p *Provider) targetGroupsOf(ctx context.Context, lbARN string) ([]elbv2typ
 // ensureTargetGroup returns the ARN of the target group want: attached already (its health
 // check converged), existing unattached after a crash (adopted by name), or created.
 func (p *Provider) ensureTargetGroup(ctx context.Context, d desiredLB, want targetGroupSpec, vpc string, attached map[string]elbv2types.TargetGroup) (string, error) {
-	api := targetGroupAPI(p.elbv2)
+	api := p.api.targetGroups
 	tg, ok := attached[want.Name]
 	if !ok {
 		out, err := api.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{want.Name}})
@@ -114,7 +114,7 @@ func healthCheckDiffers(tg elbv2types.TargetGroup, hc healthCheck) bool {
 // reconcileTargets registers the missing instances and deregisters the extra ones, in calls of
 // at most targetBatch targets; nothing when the set is right. Targets use the group's port.
 func (p *Provider) reconcileTargets(ctx context.Context, tgARN, name string, want []string) error {
-	api := targetGroupAPI(p.elbv2)
+	api := p.api.targetGroups
 	out, err := api.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: aws.String(tgARN)})
 	if err != nil {
 		return fmt.Errorf("describing targets of %s: %w", name, err)
@@ -145,7 +145,7 @@ func (p *Provider) reconcileTargetGroupAttributes(ctx context.Context, tgARN, na
 	if len(want) == 0 {
 		return nil
 	}
-	api := targetGroupAPI(p.elbv2)
+	api := p.api.targetGroups
 	out, err := api.DescribeTargetGroupAttributes(ctx, &elbv2.DescribeTargetGroupAttributesInput{TargetGroupArn: aws.String(tgARN)})
 	if err != nil {
 		return fmt.Errorf("describing attributes of target group %s: %w", name, err)
@@ -178,7 +178,7 @@ func targets(ids []string) []elbv2types.TargetDescription {
 }
 
 func (p *Provider) deleteTargetGroup(ctx context.Context, arn string) error {
-	_, err := targetGroupAPI(p.elbv2).DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: aws.String(arn)})
+	_, err := p.api.targetGroups.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: aws.String(arn)})
 	switch {
 	case isCode(err, "TargetGroupNotFound"):
 	case isCode(err, "ResourceInUse"):
@@ -193,7 +193,7 @@ func (p *Provider) deleteTargetGroup(ctx context.Context, arn string) error {
 // (a crash between creating a group and its listener leaves one unattached).
 func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Ref) error {
 	var all []elbv2types.TargetGroup
-	pager := elbv2.NewDescribeTargetGroupsPaginator(targetGroupAPI(p.elbv2), &elbv2.DescribeTargetGroupsInput{})
+	pager := elbv2.NewDescribeTargetGroupsPaginator(p.api.targetGroups, &elbv2.DescribeTargetGroupsInput{})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
