@@ -18,54 +18,15 @@ import (
 // describeTagsBatch is the most resources one ELBv2 DescribeTags call takes.
 const describeTagsBatch = 20
 
-// ensureNLB finds the NLB by its name, or creates it after looking for load balancers of the
-// Service it replaces, and converges listeners, target groups, targets, attributes and node
-// security-group rules.
+// ensureNLB converges the NLB of d: found (and adopted: tags, subnets, address type) or created,
+// then its listeners and target groups, its attributes, and its security: its own groups when
+// it has them, per-Service node rules when it is an NLB without groups.
 func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB, insts []instance) (*lbRecord, error) {
-	api := p.api.nlb
-	cur, err := p.findNLB(ctx, d.Name)
+	rec, err := p.findOrCreateNLB(ctx, ref, d, insts)
 	if err != nil {
 		return nil, err
 	}
-	var rec *lbRecord
-	if cur == nil {
-		rec, err = p.createNLB(ctx, ref, d, insts)
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		tags, err := p.nlbTags(ctx, []string{aws.ToString(cur.LoadBalancerArn)})
-		if err != nil {
-			return nil, err
-		}
-		rec = nlbRecord(cur, tags[aws.ToString(cur.LoadBalancerArn)])
-		if !ownedBy(rec.Tags, p.cluster, ref.UID) {
-			return nil, fmt.Errorf("load balancer %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
-		}
-		if err := p.tagNLB(ctx, rec, d.Tags); err != nil {
-			return nil, err
-		}
-		if len(d.Subnets) > 0 {
-			want, err := p.namedSubnets(ctx, d.Subnets)
-			if err != nil {
-				return nil, err
-			}
-			if !slices.Equal(subnetIDs(want), rec.Subnets) {
-				if _, err := api.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: aws.String(rec.ARN), Subnets: subnetIDs(want)}); err != nil {
-					return nil, fmt.Errorf("setting subnets of %s: %w", d.Name, err)
-				}
-				rec.Subnets = subnetIDs(want)
-			}
-		}
-		if rec.IPAddressType != d.NLB.IPAddressType {
-			if _, err := api.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: aws.String(rec.ARN), IpAddressType: elbv2types.IpAddressType(d.NLB.IPAddressType)}); err != nil {
-				return nil, fmt.Errorf("setting the address type of %s to %s: %w", d.Name, d.NLB.IPAddressType, err)
-			}
-			rec.IPAddressType = d.NLB.IPAddressType
-		}
-	}
-	vpc := rec.VPC
-	if err := p.reconcileListeners(ctx, d, rec, vpc, instanceIDsOf(insts)); err != nil {
+	if err := p.reconcileListeners(ctx, d, rec, rec.VPC, instanceIDsOf(insts)); err != nil {
 		return nil, err
 	}
 	if err := p.reconcileNLBAttributes(ctx, d, rec); err != nil {
@@ -76,24 +37,91 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 		return nil, err
 	}
 	if len(rec.SecurityGroups) > 0 {
-		if err := p.reconcileNLBSecurity(ctx, ref, d, rec, insts); err != nil {
-			return nil, err
-		}
-		return rec, nil
+		err = p.reconcileNLBSecurity(ctx, ref, d, rec, insts)
+	} else {
+		err = p.reconcileNLBNodeRules(ctx, ref, d, rec, insts, subnets)
 	}
-	// An NLB without security groups (created so by an older Portico): per-Service rules in
-	// the nodes' groups, as cloud-provider-aws writes them.
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// findOrCreateNLB returns the record of d's NLB: the existing one, owned by ref and brought to
+// d's tags, subnets and address type, or a new one.
+func (p *Provider) findOrCreateNLB(ctx context.Context, ref providers.Ref, d desiredLB, insts []instance) (*lbRecord, error) {
+	cur, err := p.findNLB(ctx, d.Name)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return p.createNLB(ctx, ref, d, insts)
+	}
+	tags, err := p.nlbTags(ctx, []string{aws.ToString(cur.LoadBalancerArn)})
+	if err != nil {
+		return nil, err
+	}
+	rec := nlbRecord(cur, tags[aws.ToString(cur.LoadBalancerArn)])
+	if !ownedBy(rec.Tags, p.cluster, ref.UID) {
+		return nil, fmt.Errorf("load balancer %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+	}
+	if err := p.tagNLB(ctx, rec, d.Tags); err != nil {
+		return nil, err
+	}
+	if err := p.reconcileNLBSubnets(ctx, d, rec); err != nil {
+		return nil, err
+	}
+	if err := p.reconcileNLBAddressType(ctx, d, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// reconcileNLBSubnets moves an existing NLB to the subnets the Service names, if it names any.
+func (p *Provider) reconcileNLBSubnets(ctx context.Context, d desiredLB, rec *lbRecord) error {
+	if len(d.Subnets) == 0 {
+		return nil
+	}
+	want, err := p.namedSubnets(ctx, d.Subnets)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(subnetIDs(want), rec.Subnets) {
+		if _, err := p.api.nlb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: aws.String(rec.ARN), Subnets: subnetIDs(want)}); err != nil {
+			return fmt.Errorf("setting subnets of %s: %w", d.Name, err)
+		}
+		rec.Subnets = subnetIDs(want)
+	}
+	return nil
+}
+
+// reconcileNLBAddressType sets an existing NLB's address type (ipv4 or dualstack).
+func (p *Provider) reconcileNLBAddressType(ctx context.Context, d desiredLB, rec *lbRecord) error {
+	if rec.IPAddressType == d.NLB.IPAddressType {
+		return nil
+	}
+	if _, err := p.api.nlb.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: aws.String(rec.ARN), IpAddressType: elbv2types.IpAddressType(d.NLB.IPAddressType)}); err != nil {
+		return fmt.Errorf("setting the address type of %s to %s: %w", d.Name, d.NLB.IPAddressType, err)
+	}
+	rec.IPAddressType = d.NLB.IPAddressType
+	return nil
+}
+
+// reconcileNLBNodeRules converges an NLB without security groups (created so by an older
+// Portico): per-Service rules in the nodes' groups, as cloud-provider-aws writes them, and the
+// removal of such rules from groups no node uses any more.
+func (p *Provider) reconcileNLBNodeRules(ctx context.Context, ref providers.Ref, d desiredLB, rec *lbRecord, insts []instance, subnets []subnet) error {
 	if !d.ManageNodeRules {
-		return rec, nil
+		return nil
 	}
 	groups, err := p.nodeSecurityGroups(ctx, insts)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rules := nlbNodeRules(d, subnetCIDRs(subnets))
 	for _, g := range groups {
 		if err := p.reconcileRules(ctx, g, ref.UID, d.Name, rules); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// Groups holding rules on this load balancer's node ports that no node uses any more.
@@ -105,10 +133,7 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	}
 	slices.Sort(ports)
 	ports = slices.Compact(ports)
-	if err := p.revokeStaleNodeRules(ctx, ref.UID, d.Name, vpc, groups, []ec2Filter{{Name: aws.String("ip-permission.from-port"), Values: ports}}); err != nil {
-		return nil, err
-	}
-	return rec, nil
+	return p.revokeStaleNodeRules(ctx, ref.UID, d.Name, rec.VPC, groups, []ec2Filter{{Name: aws.String("ip-permission.from-port"), Values: ports}})
 }
 
 // reconcileNLBSecurity converges an NLB that has security groups: its own frontend groups'
