@@ -35,12 +35,6 @@ func parseCrossZone(v string, o *ServiceOptions) []annotations.Problem {
 	return probs
 }
 
-// AWS tag limits (in Unicode characters).
-const (
-	maxTagKeyLen   = 128
-	maxTagValueLen = 256
-)
-
 func parseTags(v string, o *ServiceOptions) []annotations.Problem {
 	tags, probs := annotations.ParseKeyValues(v, func(k, val string) []annotations.Problem {
 		var probs []annotations.Problem

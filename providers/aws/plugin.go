@@ -160,15 +160,3 @@ func parseTagList(s string) (map[string]string, error) {
 	}
 	return m, nil
 }
-
-func checkTag(k, v string) string {
-	switch {
-	case k == "" || len(k) > 128:
-		return "tag keys must be 1-128 characters"
-	case strings.HasPrefix(strings.ToLower(k), "aws:"):
-		return `tag keys must not start with "aws:"`
-	case len(v) > 256:
-		return "tag values must be at most 256 characters"
-	}
-	return ""
-}

@@ -263,3 +263,22 @@ func (p *Provider) tagApplied(ctx context.Context, rec *lbRecord, hash string) e
 	}
 	return nil
 }
+
+// AWS tag limits (in Unicode characters).
+const (
+	maxTagKeyLen   = 128
+	maxTagValueLen = 256
+)
+
+// checkTag checks a configured tag (--aws-extra-tags) against the limits, in bytes.
+func checkTag(k, v string) string {
+	switch {
+	case k == "" || len(k) > maxTagKeyLen:
+		return "tag keys must be 1-128 characters"
+	case strings.HasPrefix(strings.ToLower(k), "aws:"):
+		return `tag keys must not start with "aws:"`
+	case len(v) > maxTagValueLen:
+		return "tag values must be at most 256 characters"
+	}
+	return ""
+}
