@@ -10,8 +10,8 @@ func ExampleParse() {
 	spec, errs := annotations.Parse(map[string]string{
 		annotations.Internal:                  "true",
 		annotations.MetalLBLoadBalancerIPs:    "198.18.128.10, 2001:db8::10",
-		annotations.AWSHealthCheckInterval:    "2",
-		annotations.AWSCrossZoneLoadBalancing: "yes",
+		annotations.SourceRanges:              "10.0.0.1",
+		annotations.AWSCrossZoneLoadBalancing: "yes", // the aws provider's key: its ParseOptions judges it
 		"portico-lb.io/adress-pool":           "default",
 		"example.com/not-ours":                "ignored",
 	})
@@ -22,6 +22,5 @@ func ExampleParse() {
 	// Output:
 	// true [198.18.128.10 2001:db8::10]
 	// metadata.annotations[portico-lb.io/adress-pool]: Invalid value: "default": unknown portico-lb.io/ annotation; did you mean "portico-lb.io/address-pool"?; known keys: portico-lb.io/internal, portico-lb.io/loadBalancerIPs, portico-lb.io/address-pool, portico-lb.io/allow-shared-ip
-	// metadata.annotations[service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled]: Invalid value: "yes": must be "true" or "false"
-	// metadata.annotations[service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval]: Invalid value: "2": must be an integer number of seconds from 5 to 300
+	// metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges]: Invalid value: "10.0.0.1": a bare IP is not a CIDR; write 10.0.0.1/32 for a single address
 }

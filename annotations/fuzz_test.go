@@ -3,13 +3,12 @@ package annotations
 import (
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
-// allNames lists every key Parse reads, aliases included.
+// allNames lists every key of Keys, aliases included: Parse must cope with the keys it does
+// not read too.
 func allNames() []string {
 	var names []string
 	for _, k := range Keys {
@@ -83,20 +82,6 @@ func render(s Spec) map[string]string {
 		}
 	}
 	join := func(items []string) string { return strings.Join(items, ",") }
-	kv := func(in map[string]string) string {
-		var items []string
-		for k, v := range in {
-			items = append(items, k+"="+v)
-		}
-		slices.Sort(items)
-		return join(items)
-	}
-	seconds := func(d *time.Duration) string {
-		if d == nil {
-			return ""
-		}
-		return strconv.Itoa(int(*d / time.Second))
-	}
 	var ranges, ips []string
 	for _, p := range s.SourceRanges {
 		ranges = append(ranges, p.String())
@@ -107,61 +92,6 @@ func render(s Spec) map[string]string {
 	set(Internal, "true", s.Internal)
 	set(SourceRanges, join(ranges), len(ranges) > 0)
 	set(LoadBalancerIPs, join(ips), len(ips) > 0)
-	set(AWSLoadBalancerType, string(s.AWS.Type), s.AWS.Type != AWSClassic)
-	if s.AWS.CrossZone != nil {
-		m[AWSCrossZoneLoadBalancing] = strconv.FormatBool(*s.AWS.CrossZone)
-	}
-	set(AWSAdditionalResourceTags, kv(s.AWS.AdditionalTags), len(s.AWS.AdditionalTags) > 0)
-	set(AWSSubnets, join(s.AWS.Subnets), len(s.AWS.Subnets) > 0)
-	set(AWSTargetNodeLabels, kv(s.AWS.TargetNodeLabels), len(s.AWS.TargetNodeLabels) > 0)
-	set(AWSConnectionIdleTimeout, seconds(s.AWS.ConnectionIdleTimeout), s.AWS.ConnectionIdleTimeout != nil)
-	set(AWSProxyProtocol, "*", s.AWS.ProxyProtocol)
-	set(AWSSSLCert, s.AWS.SSLCert, s.AWS.SSLCert != "")
-	set(AWSSSLPorts, join(s.AWS.SSLPorts), s.AWS.SSLPorts != nil)
-	set(AWSSSLNegotiationPolicy, s.AWS.SSLNegotiationPolicy, s.AWS.SSLNegotiationPolicy != "")
-	if s.AWS.ConnectionDraining != nil {
-		m[AWSConnectionDrainingEnabled] = strconv.FormatBool(*s.AWS.ConnectionDraining)
-	}
-	set(AWSConnectionDrainingTimeout, seconds(s.AWS.ConnectionDrainingTimeout), s.AWS.ConnectionDrainingTimeout != nil)
-	set(AWSSecurityGroups, join(s.AWS.SecurityGroups), len(s.AWS.SecurityGroups) > 0)
-	set(AWSExtraSecurityGroups, join(s.AWS.ExtraSecurityGroups), len(s.AWS.ExtraSecurityGroups) > 0)
-	set(AWSBackendProtocol, s.AWS.BackendProtocol, s.AWS.BackendProtocol != "")
-	hc := s.AWS.HealthCheck
-	set(AWSHealthCheckProtocol, hc.Protocol, hc.Protocol != "")
-	set(AWSHealthCheckPort, hc.Port, hc.Port != "")
-	set(AWSHealthCheckPath, hc.Path, hc.Path != "")
-	if hc.HealthyThreshold != nil {
-		m[AWSHealthCheckHealthyThreshold] = strconv.Itoa(int(*hc.HealthyThreshold))
-	}
-	if hc.UnhealthyThreshold != nil {
-		m[AWSHealthCheckUnhealthyThreshold] = strconv.Itoa(int(*hc.UnhealthyThreshold))
-	}
-	set(AWSHealthCheckTimeout, seconds(hc.Timeout), hc.Timeout != nil)
-	set(AWSHealthCheckInterval, seconds(hc.Interval), hc.Interval != nil)
-	al := s.AWS.AccessLog
-	if al.Enabled != nil {
-		m[AWSAccessLogEnabled] = strconv.FormatBool(*al.Enabled)
-	}
-	if al.EmitInterval != nil {
-		m[AWSAccessLogEmitInterval] = strconv.Itoa(int(*al.EmitInterval))
-	}
-	set(AWSAccessLogS3BucketName, al.Bucket, al.Bucket != "")
-	set(AWSAccessLogS3BucketPrefix, al.Prefix, al.Prefix != "")
-	set(AWSTargetGroupAttributes, kv(s.AWS.TargetGroupAttributes), len(s.AWS.TargetGroupAttributes) > 0)
-	set(AWSEIPAllocations, join(s.AWS.EIPAllocations), len(s.AWS.EIPAllocations) > 0)
-	var priv []string
-	for _, a := range s.AWS.PrivateIPv4Addresses {
-		priv = append(priv, a.String())
-	}
-	set(AWSPrivateIPv4Addresses, join(priv), len(priv) > 0)
-	set(AWSNLBTargetType, s.AWS.NLBTargetType, s.AWS.NLBTargetType != "")
-	set(AWSIPAddressType, s.AWS.IPAddressType, s.AWS.IPAddressType != "")
-	if s.AWS.ManageBackendSecurityGroupRules != nil {
-		m[AWSManageBackendSecurityGroupRules] = strconv.FormatBool(*s.AWS.ManageBackendSecurityGroupRules)
-	}
-	set(AWSALPNPolicy, s.AWS.ALPNPolicy, s.AWS.ALPNPolicy != "")
-	set(AddressPool, s.BareMetal.AddressPool, s.BareMetal.AddressPool != "")
-	set(AllowSharedIP, s.BareMetal.AllowSharedIP, s.BareMetal.AllowSharedIP != "")
 	return m
 }
 

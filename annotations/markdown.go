@@ -14,6 +14,7 @@ func Markdown() string {
 	b.WriteString("- Surrounding whitespace is ignored. Lists are comma-separated, spaces around items are allowed;\n")
 	b.WriteString("  an empty or repeated item is an error, an empty list is the same as no annotation.\n")
 	b.WriteString("- Aliases (MetalLB and kube-vip spellings) are read too; when several are set they must agree.\n")
+	b.WriteString("- A provider's keys (column Provider) are read, and checked, on the Services handed to that provider only.\n")
 	b.WriteString("- Unknown keys under `" + porticoPrefix + "` are errors (typos); keys Portico does not read under\n")
 	b.WriteString("  other prefixes are ignored.\n\n")
 	b.WriteString("| Key | Aliases | Provider | Values | Default | Description |\n")

@@ -5,14 +5,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-func boolp(b bool) *bool        { return &b }
-func int32p(n int32) *int32     { return &n }
-func secs(n int) *time.Duration { d := time.Duration(n) * time.Second; return &d }
 func prefixes(s ...string) []netip.Prefix {
 	var out []netip.Prefix
 	for _, p := range s {
@@ -43,8 +39,7 @@ type parseCase struct {
 	errs []wantErr
 }
 
-var parseCases = []parseCase{
-	{name: "nil map"},
+var parseCases = []parseCase{{name: "nil map"},
 	{name: "empty map", in: map[string]string{}},
 
 	// portico-lb.io/internal
@@ -84,8 +79,6 @@ var parseCases = []parseCase{
 		errs: []wantErr{{LoadBalancerIPs, "fe80::1%eth0", "zone"}}},
 	{name: "lb IPs v4-mapped", in: map[string]string{LoadBalancerIPs: "::ffff:198.18.128.1"},
 		errs: []wantErr{{LoadBalancerIPs, "::ffff:198.18.128.1", "write 198.18.128.1"}}},
-	{name: "lb IPs duplicate", in: map[string]string{LoadBalancerIPs: "2001:db8::10,2001:DB8:0::10"},
-		errs: []wantErr{{LoadBalancerIPs, "2001:DB8:0::10", "duplicate address"}}},
 	{name: "lb IPs MetalLB alias", in: map[string]string{MetalLBLoadBalancerIPs: "198.18.128.10"},
 		want: func(s *Spec) { s.RequestedIPs = addrs("198.18.128.10") }},
 	{name: "lb IPs legacy MetalLB alias", in: map[string]string{MetalLBLegacyLoadBalancerIPs: "198.18.128.11"},
@@ -125,218 +118,7 @@ var parseCases = []parseCase{
 	{name: "invalid portico internal does not conflict", in: map[string]string{Internal: "yes", AWSLoadBalancerInternal: "true"},
 		want: func(s *Spec) { s.Internal = true },
 		errs: []wantErr{{Internal, "yes", `"true" or "false"`}}},
-
-	// aws-load-balancer-type
-	{name: "type nlb", in: map[string]string{AWSLoadBalancerType: "nlb"}, want: func(s *Spec) { s.AWS.Type = AWSNLB }},
-	{name: "type external belongs to the LBC", in: map[string]string{AWSLoadBalancerType: "external"},
-		errs: []wantErr{{AWSLoadBalancerType, "external", "AWS Load Balancer Controller"}}},
-	{name: "type nlb-ip belongs to the LBC", in: map[string]string{AWSLoadBalancerType: "nlb-ip"},
-		errs: []wantErr{{AWSLoadBalancerType, "nlb-ip", "AWS Load Balancer Controller"}}},
-	{name: "type NLB is case-sensitive", in: map[string]string{AWSLoadBalancerType: "NLB"}, errs: []wantErr{{AWSLoadBalancerType, "NLB", `must be "nlb"`}}},
-	{name: "type classic is not a value", in: map[string]string{AWSLoadBalancerType: "classic"}, errs: []wantErr{{AWSLoadBalancerType, "classic", `must be "nlb"`}}},
-	{name: "type empty", in: map[string]string{AWSLoadBalancerType: ""}, errs: []wantErr{{AWSLoadBalancerType, "", `must be "nlb"`}}},
-
-	// aws-load-balancer-cross-zone-load-balancing-enabled
-	{name: "cross zone true", in: map[string]string{AWSCrossZoneLoadBalancing: "true"}, want: func(s *Spec) { s.AWS.CrossZone = boolp(true) }},
-	{name: "cross zone false is not unset", in: map[string]string{AWSCrossZoneLoadBalancing: "false"}, want: func(s *Spec) { s.AWS.CrossZone = boolp(false) }},
-	{name: "cross zone yes", in: map[string]string{AWSCrossZoneLoadBalancing: "yes"}, errs: []wantErr{{AWSCrossZoneLoadBalancing, "yes", `"true" or "false"`}}},
-	{name: "cross zone 1", in: map[string]string{AWSCrossZoneLoadBalancing: "1"}, errs: []wantErr{{AWSCrossZoneLoadBalancing, "1", `"true" or "false"`}}},
-
-	// aws-load-balancer-additional-resource-tags
-	{name: "tags", in: map[string]string{AWSAdditionalResourceTags: "team=web, env = prod,keyonly,eq=a=b"},
-		want: func(s *Spec) {
-			s.AWS.AdditionalTags = map[string]string{"team": "web", "env": "prod", "keyonly": "", "eq": "a=b"}
-		}},
-	{name: "tags at the limits", in: map[string]string{AWSAdditionalResourceTags: strings.Repeat("k", 128) + "=" + strings.Repeat("é", 256)},
-		want: func(s *Spec) {
-			s.AWS.AdditionalTags = map[string]string{strings.Repeat("k", 128): strings.Repeat("é", 256)}
-		}},
 	{name: "tags empty value", in: map[string]string{AWSAdditionalResourceTags: ""}},
-	{name: "tags empty key", in: map[string]string{AWSAdditionalResourceTags: "a=1,=v"},
-		errs: []wantErr{{AWSAdditionalResourceTags, "=v", "tag key must not be empty"}}},
-	{name: "tags too long", in: map[string]string{AWSAdditionalResourceTags: strings.Repeat("k", 129) + "=v,k=" + strings.Repeat("v", 257)},
-		errs: []wantErr{{AWSAdditionalResourceTags, strings.Repeat("k", 129), "at most 128"}, {AWSAdditionalResourceTags, strings.Repeat("v", 257), "at most 256"}}},
-	{name: "tags reserved prefix", in: map[string]string{AWSAdditionalResourceTags: "AWS:foo=bar"},
-		errs: []wantErr{{AWSAdditionalResourceTags, "AWS:foo", "reserved"}}},
-	{name: "tags duplicate key", in: map[string]string{AWSAdditionalResourceTags: "a=1, a=2"},
-		errs: []wantErr{{AWSAdditionalResourceTags, "a=2", "duplicate key"}}},
-	{name: "tags empty item", in: map[string]string{AWSAdditionalResourceTags: "a=1,,b"},
-		errs: []wantErr{{AWSAdditionalResourceTags, "a=1,,b", "empty item"}}},
-
-	// aws-load-balancer-subnets
-	{name: "subnets", in: map[string]string{AWSSubnets: "subnet-0abc, my-public-subnet"},
-		want: func(s *Spec) { s.AWS.Subnets = []string{"subnet-0abc", "my-public-subnet"} }},
-	{name: "subnets duplicate", in: map[string]string{AWSSubnets: "subnet-1,subnet-1"},
-		errs: []wantErr{{AWSSubnets, "subnet-1", "duplicate subnet"}}},
-	{name: "subnets trailing comma", in: map[string]string{AWSSubnets: "subnet-1,"},
-		errs: []wantErr{{AWSSubnets, "subnet-1,", "empty item"}}},
-
-	// aws-load-balancer-target-node-labels
-	{name: "target node labels", in: map[string]string{AWSTargetNodeLabels: "node-role=lb, zone=,kubernetes.io/os=linux,ready"},
-		want: func(s *Spec) {
-			s.AWS.TargetNodeLabels = map[string]string{"node-role": "lb", "zone": "", "kubernetes.io/os": "linux", "ready": ""}
-		}},
-	{name: "target node labels bad key and value", in: map[string]string{AWSTargetNodeLabels: "bad key=x,k=bad value"},
-		errs: []wantErr{{AWSTargetNodeLabels, "bad key", "invalid label key"}, {AWSTargetNodeLabels, "bad value", "invalid label value"}}},
-	{name: "target node labels duplicate", in: map[string]string{AWSTargetNodeLabels: "k=1,k=2"},
-		errs: []wantErr{{AWSTargetNodeLabels, "k=2", "duplicate key"}}},
-
-	// aws-load-balancer-connection-idle-timeout
-	{name: "idle timeout min", in: map[string]string{AWSConnectionIdleTimeout: "1"}, want: func(s *Spec) { s.AWS.ConnectionIdleTimeout = secs(1) }},
-	{name: "idle timeout max", in: map[string]string{AWSConnectionIdleTimeout: "4000"}, want: func(s *Spec) { s.AWS.ConnectionIdleTimeout = secs(4000) }},
-	{name: "idle timeout zero", in: map[string]string{AWSConnectionIdleTimeout: "0"}, errs: []wantErr{{AWSConnectionIdleTimeout, "0", "from 1 to 4000"}}},
-	{name: "idle timeout too big", in: map[string]string{AWSConnectionIdleTimeout: "4001"}, errs: []wantErr{{AWSConnectionIdleTimeout, "4001", "from 1 to 4000"}}},
-	{name: "idle timeout with unit", in: map[string]string{AWSConnectionIdleTimeout: "60s"}, errs: []wantErr{{AWSConnectionIdleTimeout, "60s", "integer number of seconds"}}},
-
-	// aws-load-balancer-proxy-protocol
-	{name: "proxy protocol", in: map[string]string{AWSProxyProtocol: "*"}, want: func(s *Spec) { s.AWS.ProxyProtocol = true }},
-	{name: "proxy protocol true", in: map[string]string{AWSProxyProtocol: "true"}, errs: []wantErr{{AWSProxyProtocol, "true", `must be "*"`}}},
-	{name: "proxy protocol empty", in: map[string]string{AWSProxyProtocol: ""}, errs: []wantErr{{AWSProxyProtocol, "", `must be "*"`}}},
-
-	// aws-load-balancer-ssl-cert
-	{name: "ssl cert ACM", in: map[string]string{AWSSSLCert: "arn:aws:acm:us-east-1:123456789012:certificate/0a1b"},
-		want: func(s *Spec) { s.AWS.SSLCert = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b" }},
-	{name: "ssl cert IAM", in: map[string]string{AWSSSLCert: "arn:aws-cn:iam::123456789012:server-certificate/web"},
-		want: func(s *Spec) { s.AWS.SSLCert = "arn:aws-cn:iam::123456789012:server-certificate/web" }},
-	{name: "ssl cert name", in: map[string]string{AWSSSLCert: "my-cert"}, errs: []wantErr{{AWSSSLCert, "my-cert", "certificate ARN"}}},
-	{name: "ssl cert other service", in: map[string]string{AWSSSLCert: "arn:aws:s3:::bucket"}, errs: []wantErr{{AWSSSLCert, "arn:aws:s3:::bucket", "certificate ARN"}}},
-	{name: "ssl cert with space", in: map[string]string{AWSSSLCert: "arn:aws:acm:us-east-1:1:certificate/a b"},
-		errs: []wantErr{{AWSSSLCert, "arn:aws:acm:us-east-1:1:certificate/a b", "certificate ARN"}}},
-	{name: "ssl cert empty", in: map[string]string{AWSSSLCert: ""}, errs: []wantErr{{AWSSSLCert, "", "certificate ARN"}}},
-
-	// aws-load-balancer-ssl-ports
-	{name: "ssl ports star", in: map[string]string{AWSSSLPorts: "*"}, want: func(s *Spec) { s.AWS.SSLPorts = []string{"*"} }},
-	{name: "ssl ports numbers and names", in: map[string]string{AWSSSLPorts: "443, https,08443"},
-		want: func(s *Spec) { s.AWS.SSLPorts = []string{"443", "https", "8443"} }},
-	{name: "ssl ports star combined", in: map[string]string{AWSSSLPorts: "*,443"}, errs: []wantErr{{AWSSSLPorts, "*,443", "cannot be combined"}}},
-	{name: "ssl ports bad items", in: map[string]string{AWSSSLPorts: "70000,HTTPS,443,0443"},
-		errs: []wantErr{{AWSSSLPorts, "0443", "duplicate port"}, {AWSSSLPorts, "70000", "out of range"}, {AWSSSLPorts, "HTTPS", "not a port number or port name"}}},
-	{name: "ssl ports empty", in: map[string]string{AWSSSLPorts: ""}, errs: []wantErr{{AWSSSLPorts, "", "must not be empty"}}},
-
-	// aws-load-balancer-backend-protocol
-	{name: "backend protocol", in: map[string]string{AWSBackendProtocol: "HTTP"}, want: func(s *Spec) { s.AWS.BackendProtocol = "http" }},
-	{name: "backend protocol ssl", in: map[string]string{AWSBackendProtocol: "ssl"}, want: func(s *Spec) { s.AWS.BackendProtocol = "ssl" }},
-	{name: "backend protocol udp", in: map[string]string{AWSBackendProtocol: "udp"}, errs: []wantErr{{AWSBackendProtocol, "udp", `"http", "https", "ssl", "tcp"`}}},
-
-	// health checks
-	{name: "health check all set", in: map[string]string{
-		AWSHealthCheckProtocol: "http", AWSHealthCheckPort: "8080", AWSHealthCheckPath: "/healthz",
-		AWSHealthCheckHealthyThreshold: "2", AWSHealthCheckUnhealthyThreshold: "10",
-		AWSHealthCheckTimeout: "2", AWSHealthCheckInterval: "300"},
-		want: func(s *Spec) {
-			s.AWS.HealthCheck = AWSHealthCheck{Protocol: "HTTP", Port: "8080", Path: "/healthz",
-				HealthyThreshold: int32p(2), UnhealthyThreshold: int32p(10), Timeout: secs(2), Interval: secs(300)}
-		}},
-	{name: "health check other bounds", in: map[string]string{
-		AWSHealthCheckProtocol: "Https", AWSHealthCheckPort: "traffic-port", AWSHealthCheckHealthyThreshold: "10",
-		AWSHealthCheckUnhealthyThreshold: "2", AWSHealthCheckTimeout: "120", AWSHealthCheckInterval: "5"},
-		want: func(s *Spec) {
-			s.AWS.HealthCheck = AWSHealthCheck{Protocol: "HTTPS", Port: "traffic-port",
-				HealthyThreshold: int32p(10), UnhealthyThreshold: int32p(2), Timeout: secs(120), Interval: secs(5)}
-		}},
-	{name: "health check tcp", in: map[string]string{AWSHealthCheckProtocol: "TCP", AWSHealthCheckPort: "65535"},
-		want: func(s *Spec) { s.AWS.HealthCheck = AWSHealthCheck{Protocol: "TCP", Port: "65535"} }},
-	{name: "health check every value bad", in: map[string]string{
-		AWSHealthCheckProtocol: "udp", AWSHealthCheckPort: "0", AWSHealthCheckPath: "healthz",
-		AWSHealthCheckHealthyThreshold: "1", AWSHealthCheckUnhealthyThreshold: "11",
-		AWSHealthCheckTimeout: "121", AWSHealthCheckInterval: "4"},
-		errs: []wantErr{
-			{AWSHealthCheckHealthyThreshold, "1", "from 2 to 10"},
-			{AWSHealthCheckInterval, "4", "from 5 to 300"},
-			{AWSHealthCheckPath, "healthz", `starting with "/"`},
-			{AWSHealthCheckPort, "0", `"traffic-port" or a port number`},
-			{AWSHealthCheckProtocol, "udp", `"TCP", "HTTP", "HTTPS"`},
-			{AWSHealthCheckTimeout, "121", "from 2 to 120"},
-			{AWSHealthCheckUnhealthyThreshold, "11", "from 2 to 10"},
-		}},
-	{name: "health check more bad values", in: map[string]string{
-		AWSHealthCheckPort: "Traffic-Port", AWSHealthCheckPath: "/a b",
-		AWSHealthCheckHealthyThreshold: "x", AWSHealthCheckTimeout: "1", AWSHealthCheckInterval: "301"},
-		errs: []wantErr{
-			{AWSHealthCheckHealthyThreshold, "x", "integer"},
-			{AWSHealthCheckInterval, "301", "from 5 to 300"},
-			{AWSHealthCheckPath, "/a b", "without whitespace"},
-			{AWSHealthCheckPort, "Traffic-Port", `"traffic-port"`},
-			{AWSHealthCheckTimeout, "1", "from 2 to 120"},
-		}},
-	{name: "health check path too long", in: map[string]string{AWSHealthCheckPath: "/" + strings.Repeat("a", 1024), AWSHealthCheckPort: "65536"},
-		errs: []wantErr{{AWSHealthCheckPath, "/" + strings.Repeat("a", 1024), "at most 1024"}, {AWSHealthCheckPort, "65536", "1 to 65535"}}},
-
-	// access logs
-	{name: "access log all set", in: map[string]string{AWSAccessLogEnabled: "true", AWSAccessLogEmitInterval: "5",
-		AWSAccessLogS3BucketName: "my-logs.bucket", AWSAccessLogS3BucketPrefix: "clusters/a"},
-		want: func(s *Spec) {
-			s.AWS.AccessLog = AWSAccessLog{Enabled: boolp(true), EmitInterval: int32p(5), Bucket: "my-logs.bucket", Prefix: "clusters/a"}
-		}},
-	{name: "access log off, hourly", in: map[string]string{AWSAccessLogEnabled: "false", AWSAccessLogEmitInterval: "60"},
-		want: func(s *Spec) { s.AWS.AccessLog = AWSAccessLog{Enabled: boolp(false), EmitInterval: int32p(60)} }},
-	{name: "access log bad values", in: map[string]string{AWSAccessLogEnabled: "yes", AWSAccessLogEmitInterval: "10",
-		AWSAccessLogS3BucketName: "My_Bucket", AWSAccessLogS3BucketPrefix: "/logs/"},
-		errs: []wantErr{
-			{AWSAccessLogEmitInterval, "10", "5 or 60"},
-			{AWSAccessLogEnabled, "yes", `"true" or "false"`},
-			{AWSAccessLogS3BucketName, "My_Bucket", "S3 bucket name"},
-			{AWSAccessLogS3BucketPrefix, "/logs/", "leading or trailing"},
-		}},
-	{name: "access log bucket too short", in: map[string]string{AWSAccessLogS3BucketName: "ab"}, errs: []wantErr{{AWSAccessLogS3BucketName, "ab", "3-63"}}},
-
-	// target-group attributes
-	{name: "target group attributes", in: map[string]string{AWSTargetGroupAttributes: "proxy_protocol_v2.enabled=true, deregistration_delay.timeout_seconds=30,preserve_client_ip.enabled=false,stickiness.type=source_ip"},
-		want: func(s *Spec) {
-			s.AWS.TargetGroupAttributes = map[string]string{"proxy_protocol_v2.enabled": "true", "deregistration_delay.timeout_seconds": "30",
-				"preserve_client_ip.enabled": "false", "stickiness.type": "source_ip"}
-		}},
-	{name: "target group attributes unknown key and bad values", in: map[string]string{AWSTargetGroupAttributes: "proxy_protocol_v2.enabled=yes,deregistration_delay.timeout_seconds=4000,load_balancing.algorithm.type=lor"},
-		errs: []wantErr{
-			{AWSTargetGroupAttributes, "yes", "proxy_protocol_v2.enabled: must be"},
-			{AWSTargetGroupAttributes, "4000", "from 0 to 3600"},
-			{AWSTargetGroupAttributes, "load_balancing.algorithm.type", "unknown target-group attribute"},
-		}},
-	{name: "target group attributes empty", in: map[string]string{AWSTargetGroupAttributes: ""}, errs: []wantErr{{AWSTargetGroupAttributes, "", "at least one"}}},
-
-	// NLB addresses
-	{name: "eip allocations", in: map[string]string{AWSEIPAllocations: "eipalloc-0a1, eipalloc-0b2"},
-		want: func(s *Spec) { s.AWS.EIPAllocations = []string{"eipalloc-0a1", "eipalloc-0b2"} }},
-	{name: "eip allocations bad", in: map[string]string{AWSEIPAllocations: "eipalloc-0a1,198.18.0.1"},
-		errs: []wantErr{{AWSEIPAllocations, "198.18.0.1", "allocation ID"}}},
-	{name: "private addresses", in: map[string]string{AWSPrivateIPv4Addresses: "198.18.11.10,198.18.12.10"},
-		want: func(s *Spec) { s.AWS.PrivateIPv4Addresses = addrs("198.18.11.10", "198.18.12.10") }},
-	{name: "private addresses v6 and duplicate", in: map[string]string{AWSPrivateIPv4Addresses: "2001:db8::1,198.18.11.10,198.18.11.10"},
-		errs: []wantErr{{AWSPrivateIPv4Addresses, "198.18.11.10", "duplicate"}, {AWSPrivateIPv4Addresses, "2001:db8::1", "IPv4 address"}}},
-
-	// NLB target type, address type, ALPN, backend rules
-	{name: "nlb target type instance", in: map[string]string{AWSNLBTargetType: "instance"}, want: func(s *Spec) { s.AWS.NLBTargetType = "instance" }},
-	{name: "nlb target type ip points to the LBC", in: map[string]string{AWSNLBTargetType: "ip"}, errs: []wantErr{{AWSNLBTargetType, "ip", "AWS Load Balancer Controller"}}},
-	{name: "nlb target type other", in: map[string]string{AWSNLBTargetType: "Instance"}, errs: []wantErr{{AWSNLBTargetType, "Instance", `must be "instance"`}}},
-	{name: "ip address type dualstack", in: map[string]string{AWSIPAddressType: "dualstack"}, want: func(s *Spec) { s.AWS.IPAddressType = "dualstack" }},
-	{name: "ip address type ipv6", in: map[string]string{AWSIPAddressType: "ipv6"}, errs: []wantErr{{AWSIPAddressType, "ipv6", `"ipv4" or "dualstack"`}}},
-	{name: "manage backend rules off", in: map[string]string{AWSManageBackendSecurityGroupRules: "false"},
-		want: func(s *Spec) { s.AWS.ManageBackendSecurityGroupRules = boolp(false) }},
-	{name: "manage backend rules no", in: map[string]string{AWSManageBackendSecurityGroupRules: "no"},
-		errs: []wantErr{{AWSManageBackendSecurityGroupRules, "no", `"true" or "false"`}}},
-	{name: "alpn policy", in: map[string]string{AWSALPNPolicy: "HTTP2Preferred"}, want: func(s *Spec) { s.AWS.ALPNPolicy = "HTTP2Preferred" }},
-	{name: "alpn policy wrong case", in: map[string]string{AWSALPNPolicy: "http2preferred"}, errs: []wantErr{{AWSALPNPolicy, "http2preferred", "HTTP2Preferred"}}},
-
-	// portico-lb.io/address-pool and aliases
-	{name: "address pool", in: map[string]string{AddressPool: "default"}, want: func(s *Spec) { s.BareMetal.AddressPool = "default" }},
-	{name: "address pool MetalLB alias", in: map[string]string{MetalLBAddressPool: "pool-a"}, want: func(s *Spec) { s.BareMetal.AddressPool = "pool-a" }},
-	{name: "address pool legacy alias", in: map[string]string{MetalLBLegacyAddressPool: "pool-b"}, want: func(s *Spec) { s.BareMetal.AddressPool = "pool-b" }},
-	{name: "address pool key and alias agree", in: map[string]string{AddressPool: "pool-a", MetalLBLegacyAddressPool: " pool-a"},
-		want: func(s *Spec) { s.BareMetal.AddressPool = "pool-a" }},
-	{name: "address pool conflict", in: map[string]string{AddressPool: "pool-a", MetalLBAddressPool: "pool-b"},
-		want: func(s *Spec) { s.BareMetal.AddressPool = "pool-a" },
-		errs: []wantErr{{MetalLBAddressPool, "pool-b", "conflicts with portico-lb.io/address-pool"}}},
-	{name: "address pool bad name", in: map[string]string{AddressPool: "Pool_1"}, errs: []wantErr{{AddressPool, "Pool_1", "DNS-1123"}}},
-	{name: "address pool empty", in: map[string]string{AddressPool: ""}, errs: []wantErr{{AddressPool, "", "DNS-1123"}}},
-
-	// portico-lb.io/allow-shared-ip and aliases
-	{name: "allow shared ip", in: map[string]string{AllowSharedIP: "web"}, want: func(s *Spec) { s.BareMetal.AllowSharedIP = "web" }},
-	{name: "allow shared ip MetalLB alias", in: map[string]string{MetalLBAllowSharedIP: "dns"}, want: func(s *Spec) { s.BareMetal.AllowSharedIP = "dns" }},
-	{name: "allow shared ip legacy alias", in: map[string]string{MetalLBLegacyAllowSharedIP: "dns"}, want: func(s *Spec) { s.BareMetal.AllowSharedIP = "dns" }},
-	{name: "allow shared ip conflict", in: map[string]string{MetalLBAllowSharedIP: "a", MetalLBLegacyAllowSharedIP: "b"},
-		want: func(s *Spec) { s.BareMetal.AllowSharedIP = "a" },
-		errs: []wantErr{{MetalLBLegacyAllowSharedIP, "b", "conflicts with metallb.io/allow-shared-ip"}}},
-	{name: "allow shared ip empty", in: map[string]string{AllowSharedIP: " "}, errs: []wantErr{{AllowSharedIP, "", "non-empty"}}},
 
 	// unknown and foreign keys
 	{name: "portico typo", in: map[string]string{"portico-lb.io/interal": "true"},
@@ -356,33 +138,16 @@ var parseCases = []parseCase{
 		want: func(s *Spec) { s.Internal = true },
 		errs: []wantErr{{AWSLoadBalancerScheme, "internet-facing", "conflicts with service.beta.kubernetes.io/aws-load-balancer-internal"}}},
 	{name: "scheme bad value", in: map[string]string{AWSLoadBalancerScheme: "Internal"}, errs: []wantErr{{AWSLoadBalancerScheme, "Internal", `"internal" or "internet-facing"`}}},
+	{name: "lb IPs duplicate", in: map[string]string{LoadBalancerIPs: "2001:db8::10,2001:DB8:0::10"},
+		errs: []wantErr{{LoadBalancerIPs, "2001:DB8:0::10", "duplicate address"}}},
 
-	// TLS policy, draining, security groups
-	{name: "ssl negotiation policy", in: map[string]string{AWSSSLNegotiationPolicy: "ELBSecurityPolicy-TLS13-1-2-2021-06"},
-		want: func(s *Spec) { s.AWS.SSLNegotiationPolicy = "ELBSecurityPolicy-TLS13-1-2-2021-06" }},
-	{name: "ssl negotiation policy bad", in: map[string]string{AWSSSLNegotiationPolicy: "my policy"}, errs: []wantErr{{AWSSSLNegotiationPolicy, "my policy", "predefined policy name"}}},
-	{name: "connection draining", in: map[string]string{AWSConnectionDrainingEnabled: "true", AWSConnectionDrainingTimeout: "60"},
-		want: func(s *Spec) { s.AWS.ConnectionDraining, s.AWS.ConnectionDrainingTimeout = boolp(true), secs(60) }},
-	{name: "connection draining bad", in: map[string]string{AWSConnectionDrainingEnabled: "on", AWSConnectionDrainingTimeout: "0"},
-		errs: []wantErr{{AWSConnectionDrainingEnabled, "on", `"true" or "false"`}, {AWSConnectionDrainingTimeout, "0", "from 1 to 3600"}}},
-	{name: "security groups", in: map[string]string{AWSSecurityGroups: "sg-0a1, sg-0b2", AWSExtraSecurityGroups: "sg-ff"},
-		want: func(s *Spec) {
-			s.AWS.SecurityGroups, s.AWS.ExtraSecurityGroups = []string{"sg-0a1", "sg-0b2"}, []string{"sg-ff"}
-		}},
-	{name: "security groups bad", in: map[string]string{AWSSecurityGroups: "web", AWSExtraSecurityGroups: ""},
-		errs: []wantErr{{AWSExtraSecurityGroups, "", "at least one"}, {AWSSecurityGroups, "web", "security group ID"}}},
-
-	// several problems at once, sorted by key
+	// several problems at once, sorted by key; providers' keys are theirs to judge
 	{name: "every problem reported in key order", in: map[string]string{
 		Internal: "yes", AWSLoadBalancerType: "external", AddressPool: "UPPER", "portico-lb.io/zzz": "1",
 		AWSHealthCheckInterval: "1", SourceRanges: "10.0.0.1", AWSSubnets: "subnet-1"},
-		want: func(s *Spec) { s.AWS.Subnets = []string{"subnet-1"} },
 		errs: []wantErr{
-			{AddressPool, "UPPER", "DNS-1123"},
 			{Internal, "yes", `"true" or "false"`},
 			{"portico-lb.io/zzz", "1", "unknown"},
-			{AWSHealthCheckInterval, "1", "from 5 to 300"},
-			{AWSLoadBalancerType, "external", "AWS Load Balancer Controller"},
 			{SourceRanges, "10.0.0.1", "10.0.0.1/32"},
 		}},
 }
@@ -418,13 +183,14 @@ func TestParseDefaults(t *testing.T) {
 	if errs != nil {
 		t.Fatalf("errors for no annotations: %v", errs)
 	}
-	if want := (Spec{AWS: AWS{Type: AWSClassic}}); !reflect.DeepEqual(got, want) {
+	if want := (Spec{}); !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
 
-// TestEveryKeyHasCases makes adding a key without tests fail: every canonical key needs a valid
-// and an invalid case in parseCases, every alias a valid case.
+// TestEveryKeyHasCases makes adding a key without tests fail: every key Parse reads needs a valid
+// and an invalid case in parseCases, every alias a valid case. (Each provider's tests do the same
+// for the keys its ParseOptions reads.)
 func TestEveryKeyHasCases(t *testing.T) {
 	valid, invalid := map[string]bool{}, map[string]bool{}
 	for _, tc := range parseCases {
@@ -439,7 +205,8 @@ func TestEveryKeyHasCases(t *testing.T) {
 			}
 		}
 	}
-	for _, k := range Keys {
+	for _, r := range commonRules {
+		k, _ := lookup(r.Key)
 		if !valid[k.Name] || !invalid[k.Name] {
 			t.Errorf("%s: need a valid and an invalid case (valid %t, invalid %t)", k.Name, valid[k.Name], invalid[k.Name])
 		}
@@ -469,7 +236,8 @@ func TestParseDoesNotModifyInput(t *testing.T) {
 func TestParseKeyAgreesWithParse(t *testing.T) {
 	for _, c := range parseCases {
 		full, fullErrs := Parse(c.in)
-		for _, k := range Keys {
+		for _, r := range commonRules {
+			k, _ := lookup(r.Key)
 			got, errs := ParseKey(c.in, k.Name)
 			var want []string
 			for _, e := range fullErrs {
@@ -504,4 +272,54 @@ func TestParseKeyUnknownPanics(t *testing.T) {
 		}
 	}()
 	ParseKey(nil, "portico-lb.io/nope")
+}
+
+func TestParseKeyOfAProviderKeyPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("ParseKey of a provider's key did not panic")
+		}
+	}()
+	ParseKey(nil, AddressPool)
+}
+
+// TestCommonRulesCoverKeys: Parse reads every provider-neutral key of Keys, plus the AWS internal
+// and scheme keys that set the common Internal, and nothing else.
+func TestCommonRulesCoverKeys(t *testing.T) {
+	var want []string
+	for _, k := range Keys {
+		if k.Provider == providerAny || k.Name == AWSLoadBalancerInternal || k.Name == AWSLoadBalancerScheme {
+			want = append(want, k.Name)
+		}
+	}
+	var got []string
+	for _, r := range commonRules {
+		got = append(got, r.Key)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("commonRules read %v, want %v", got, want)
+	}
+}
+
+// TestParseSection: a section's rules get Parse's alias handling and strictness, and a rule for
+// a key Keys does not declare panics.
+func TestParseSection(t *testing.T) {
+	type pool struct{ Name string }
+	rules := []Rule[pool]{{Key: AddressPool, Parse: func(v string, p *pool) []Problem {
+		if v == "" {
+			return []Problem{{Bad: v, Detail: "empty"}}
+		}
+		p.Name = v
+		return nil
+	}}}
+	got, errs := ParseSection(map[string]string{MetalLBAddressPool: "a", MetalLBLegacyAddressPool: "b", Internal: "yes"}, rules)
+	if got.Name != "a" || len(errs) != 1 || errs[0].Field != "metadata.annotations["+MetalLBLegacyAddressPool+"]" || !strings.Contains(errs[0].Detail, "conflicts with") {
+		t.Errorf("got %+v, %v", got, errs)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a rule for an undeclared key did not panic")
+		}
+	}()
+	ParseSection(nil, []Rule[pool]{{Key: "portico-lb.io/nope", Parse: rules[0].Parse}})
 }

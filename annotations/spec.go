@@ -2,98 +2,19 @@ package annotations
 
 import (
 	"net/netip"
-	"time"
 )
 
-// Spec is the typed result of parsing a Service's annotations. Zero values mean "not set"
-// unless a field says otherwise; pointers distinguish "not set" from an explicit false/zero.
+// Spec is the typed result of parsing a Service's provider-neutral annotations. Zero values mean
+// "not set". A provider's own keys are not here: each provider parses them into its own options
+// type (aws.Options, baremetal.Options) with ParseSection.
 type Spec struct {
 	// Internal asks for a load balancer reachable only from inside the network
-	// (portico-lb.io/internal, or the AWS key service.beta.kubernetes.io/aws-load-balancer-internal).
+	// (portico-lb.io/internal, or the AWS keys service.beta.kubernetes.io/aws-load-balancer-internal
+	// and -scheme).
 	Internal bool
 	// SourceRanges from service.beta.kubernetes.io/load-balancer-source-ranges.
 	// spec.loadBalancerSourceRanges wins over it; the controller applies that precedence.
 	SourceRanges []netip.Prefix
 	// RequestedIPs from portico-lb.io/loadBalancerIPs or the MetalLB / kube-vip equivalents.
 	RequestedIPs []netip.Addr
-
-	AWS       AWS
-	BareMetal BareMetal
-}
-
-// AWSType is the kind of AWS load balancer.
-type AWSType string
-
-// AWS load balancer kinds.
-const (
-	AWSClassic AWSType = "classic" // default when the type annotation is absent
-	AWSNLB     AWSType = "nlb"
-)
-
-// AWS holds the service.beta.kubernetes.io/aws-load-balancer-* settings.
-type AWS struct {
-	// Type is AWSClassic when the type annotation is absent.
-	Type                  AWSType
-	CrossZone             *bool
-	AdditionalTags        map[string]string
-	Subnets               []string
-	TargetNodeLabels      map[string]string
-	ConnectionIdleTimeout *time.Duration
-	ProxyProtocol         bool
-	SSLCert               string
-	// SSLPorts lists port numbers and names, or is ["*"]; nil means the default, "*".
-	SSLPorts []string
-	// SSLNegotiationPolicy names a predefined TLS policy; "" means the default.
-	SSLNegotiationPolicy string
-	// ConnectionDraining and ConnectionDrainingTimeout are Classic ELB attributes.
-	ConnectionDraining        *bool
-	ConnectionDrainingTimeout *time.Duration
-	// SecurityGroups replace the Classic ELB's own group; ExtraSecurityGroups are added.
-	SecurityGroups      []string
-	ExtraSecurityGroups []string
-	// BackendProtocol is lower case: http, https, ssl or tcp.
-	BackendProtocol string
-	HealthCheck     AWSHealthCheck
-	AccessLog       AWSAccessLog
-	// TargetGroupAttributes are NLB target-group attributes by AWS key, values as AWS spells them.
-	TargetGroupAttributes map[string]string
-	// EIPAllocations and PrivateIPv4Addresses are the NLB's addresses, one per subnet.
-	EIPAllocations       []string
-	PrivateIPv4Addresses []netip.Addr
-	// IPAddressType is "", "ipv4" or "dualstack".
-	IPAddressType string
-	// ManageBackendSecurityGroupRules is nil when not set (true).
-	ManageBackendSecurityGroupRules *bool
-	// ALPNPolicy is "" or one of HTTP1Only, HTTP2Only, HTTP2Optional, HTTP2Preferred, None.
-	ALPNPolicy string
-	// NLBTargetType is "" or "instance" (the only one accepted).
-	NLBTargetType string
-}
-
-// AWSAccessLog configures access logs to S3.
-type AWSAccessLog struct {
-	Enabled *bool
-	// EmitInterval is in minutes (5 or 60); nil means the AWS default.
-	EmitInterval *int32
-	Bucket       string
-	Prefix       string
-}
-
-// AWSHealthCheck overrides the default target health check.
-type AWSHealthCheck struct {
-	Protocol           string // TCP, HTTP, HTTPS
-	Port               string // "traffic-port" or a number
-	Path               string
-	HealthyThreshold   *int32
-	UnhealthyThreshold *int32
-	Timeout            *time.Duration
-	Interval           *time.Duration
-}
-
-// BareMetal holds the VIP-pool settings (MetalLB-compatible keys).
-type BareMetal struct {
-	// AddressPool names the pool to allocate from.
-	AddressPool string
-	// AllowSharedIP is the sharing key: Services with the same key may share a VIP.
-	AllowSharedIP string
 }

@@ -3,8 +3,6 @@ package providers
 import (
 	"net/netip"
 	"time"
-
-	"github.com/portico-lb/portico/annotations"
 )
 
 // Ref identifies the load balancer of one Service. Providers use it to name and tag what they
@@ -96,12 +94,24 @@ type LoadBalancer struct {
 	SessionAffinity     SessionAffinity
 	// Nodes eligible as backends, sorted by name.
 	Nodes []Node
-	// Annotations holds the provider-specific settings parsed from the Service's annotations.
-	Annotations annotations.Spec
+	// Options are the provider's own settings for this Service, parsed from its annotations by
+	// the provider's ParseOptions (aws.ServiceOptions, baremetal.ServiceOptions); nil when it has
+	// none. The provider-neutral settings (Internal, SourceRanges, RequestedIPs) are the fields
+	// above, already resolved.
+	Options ServiceOptions
 	// Labels are the Service's labels and Selector its spec.selector, for providers that pick
 	// address pools by label or share one address between Services with the same backends.
 	Labels, Selector map[string]string
 }
+
+// ServiceOptions are one provider's own typed settings for one Service's load balancer. Each
+// provider defines its type and parses it from the annotation keys that are its own (declared and
+// documented in package annotations) in ParseOptions; the controller calls ParseOptions of the
+// provider the Service is handed to, reports its problems with the rest of the Service's, and
+// hands the result back in LoadBalancer.Options. A provider reads only its own type. The value
+// is part of the model's JSON form (the controller's model hash), so it must marshal
+// deterministically: plain data, no functions or channels.
+type ServiceOptions any
 
 // IPFamilyPolicy is a Service's spec.ipFamilyPolicy.
 type IPFamilyPolicy string

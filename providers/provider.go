@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Provider provisions load balancers. It is declarative: Ensure receives the complete desired
 // load balancer and converges to it (creating, updating or repairing drift), Get reads what
-// exists, Delete removes everything the provider owns for a Service. A provider never sees a
-// raw Service and never writes to the API server.
+// exists, Delete removes everything the provider owns for a Service. A provider is never handed
+// a Service object and never writes to the API server: ParseOptions reads the provider's own
+// annotation keys, a pure step the controller takes before Ensure.
 //
 // Every method is idempotent and safe to call concurrently for different Refs.
 type Provider interface {
@@ -18,6 +21,11 @@ type Provider interface {
 	Name() string
 	// Capabilities is constant for the provider's life.
 	Capabilities() Capabilities
+	// ParseOptions reads the provider's own keys from a Service's annotations, strictly: its
+	// typed options (handed back in LoadBalancer.Options) and every problem, each at
+	// metadata.annotations[<key>] (annotations.ParseSection does both). Keys of other providers
+	// are not its business. A provider without keys of its own returns nil, nil. It is pure.
+	ParseOptions(annotations map[string]string) (ServiceOptions, field.ErrorList)
 	// Ensure converges the load balancer to lb and returns its status.
 	Ensure(ctx context.Context, lb *LoadBalancer) (Status, error)
 	// Get returns the status of an existing load balancer, or ErrNotFound.

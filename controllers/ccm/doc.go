@@ -8,8 +8,8 @@
 //     capability, Instances, InstancesV2, Zones, Clusters and Routes report unsupported.
 //   - its cloudprovider.LoadBalancer, one declarative Provider call per method:
 //     GetLoadBalancer is Provider.Get (providers.ErrNotFound means "does not exist");
-//     EnsureLoadBalancer builds the model with controllers/servicemodel.BuildLoadBalancer and calls
-//     Provider.Ensure; UpdateLoadBalancer is the same Ensure with the new node set, made only
+//     EnsureLoadBalancer builds the model with controllers/servicemodel.BuildLoadBalancer (the
+//     provider's own annotation keys through its ParseOptions) and calls Provider.Ensure; UpdateLoadBalancer is the same Ensure with the new node set, made only
 //     when the load balancer exists; EnsureLoadBalancerDeleted is Provider.Delete.
 //     GetLoadBalancerName is the stock cloudprovider.DefaultLoadBalancerName; providers name
 //     their resources from the Service's namespace, name and UID instead.
@@ -17,8 +17,10 @@
 //     *InvalidServiceError listing every problem with its field path, and the provider is not
 //     called; *providers.RetryError becomes k8s.io/cloud-provider/api.RetryError (requeue after
 //     its fixed delay); every other error is wrapped and left to the controller's backoff.
-//   - Factory, the cloudprovider.Factory that reads the --cloud-config file (config.CCM) and
-//     builds the provider it names.
+//   - NewFromConfig, which builds the provider a validated cloud config (config.CCM, read by
+//     cmd/portico-ccm from --cloud-config) names, through the provider registry, and returns
+//     the Cloud over it. cmd/portico-ccm returns that Cloud from the stock command's cloud
+//     initializer; no cloudprovider.Factory is registered.
 //
 // What the stock controller does and Portico's own controller does differently: it ignores
 // every Service with a loadBalancerClass, uses the finalizer

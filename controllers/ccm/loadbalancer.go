@@ -116,7 +116,7 @@ func (b *loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 
 // build is the pure step: Service and nodes in, desired model or every problem out.
 func (b *loadBalancer) build(svc *corev1.Service, nodes []*corev1.Node) (*providers.LoadBalancer, error) {
-	lb, errs := servicemodel.BuildLoadBalancer(svc, derefNodes(nodes), b.caps)
+	lb, errs := servicemodel.BuildLoadBalancer(svc, derefNodes(nodes), b.caps, b.provider.ParseOptions)
 	if len(errs) > 0 {
 		return nil, &InvalidServiceError{Service: refOf(svc).String(), Errs: errs}
 	}

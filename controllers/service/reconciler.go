@@ -129,7 +129,7 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 
 	// Build the desired model (pure). Invalid input never reaches the provider and never tears
 	// down what already works.
-	lb, errs := servicemodel.BuildLoadBalancer(svc, nodes.Items, p.Capabilities())
+	lb, errs := servicemodel.BuildLoadBalancer(svc, nodes.Items, p.Capabilities(), p.ParseOptions)
 	if len(errs) > 0 {
 		// Reported once per distinct problem, not on every reconcile (node events requeue it).
 		msg := errorListMessage(errs)

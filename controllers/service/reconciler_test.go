@@ -44,9 +44,9 @@ func TestModelHashTracksChanges(t *testing.T) {
 	}
 	node := func(name string) corev1.Node { return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 	caps := providers.Capabilities{}
-	a, _ := servicemodel.BuildLoadBalancer(svc, []corev1.Node{node("n1")}, caps)
-	b, _ := servicemodel.BuildLoadBalancer(svc, []corev1.Node{node("n1")}, caps)
-	c, _ := servicemodel.BuildLoadBalancer(svc, []corev1.Node{node("n1"), node("n2")}, caps)
+	a, _ := servicemodel.BuildLoadBalancer(svc, []corev1.Node{node("n1")}, caps, nil)
+	b, _ := servicemodel.BuildLoadBalancer(svc, []corev1.Node{node("n1")}, caps, nil)
+	c, _ := servicemodel.BuildLoadBalancer(svc, []corev1.Node{node("n1"), node("n2")}, caps, nil)
 	if a == nil || c == nil {
 		t.Fatal("model not built")
 	}

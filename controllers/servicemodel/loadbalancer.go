@@ -13,17 +13,25 @@ import (
 )
 
 // BuildLoadBalancer turns a Service and the cluster's nodes into the complete desired load
-// balancer for a provider with caps, or every reason it cannot, each with its field path. It is
-// the pure step of portico-controller's reconcile and of portico-ccm's EnsureLoadBalancer.
-func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.Capabilities) (*providers.LoadBalancer, field.ErrorList) {
+// balancer for a provider with caps whose own annotation keys parseOptions reads (the provider's
+// ParseOptions; nil for none), or every reason it cannot, each with its field path. It is the
+// pure step of portico-controller's reconcile and of portico-ccm's EnsureLoadBalancer.
+func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.Capabilities,
+	parseOptions func(annotations map[string]string) (providers.ServiceOptions, field.ErrorList)) (*providers.LoadBalancer, field.ErrorList) {
 	spec := field.NewPath("spec")
 	ann, errs := annotations.Parse(svc.Annotations)
+	var opts providers.ServiceOptions
+	if parseOptions != nil {
+		var optErrs field.ErrorList
+		opts, optErrs = parseOptions(svc.Annotations)
+		errs = append(errs, optErrs...)
+	}
 	lb := &providers.LoadBalancer{
 		Ref:                 providers.Ref{Namespace: svc.Namespace, Name: svc.Name, UID: string(svc.UID)},
 		Internal:            ann.Internal,
 		LocalTrafficOnly:    svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
 		HealthCheckNodePort: svc.Spec.HealthCheckNodePort,
-		Annotations:         ann,
+		Options:             opts,
 		Nodes:               EligibleNodes(nodes),
 		Labels:              svc.Labels,
 		Selector:            svc.Spec.Selector,

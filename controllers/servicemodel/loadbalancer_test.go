@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/providers"
@@ -183,7 +184,7 @@ func TestBuildLoadBalancer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lb, errs := BuildLoadBalancer(tt.svc, []corev1.Node{node("n1")}, tt.caps)
+			lb, errs := BuildLoadBalancer(tt.svc, []corev1.Node{node("n1")}, tt.caps, nil)
 			if len(tt.wantErr) == 0 {
 				if len(errs) > 0 {
 					t.Fatalf("unexpected errors: %v", errs)
@@ -235,5 +236,31 @@ func TestEligibleNodes(t *testing.T) {
 	}
 	if got[2].Addresses[0] != netip.MustParseAddr("198.18.200.9") {
 		t.Errorf("ExternalIP fallback: %v", got[2].Addresses)
+	}
+}
+
+// TestBuildLoadBalancerOptions: the provider's options parser sees the Service's annotations, its
+// result arrives in Options, and its problems join the Service's other problems.
+func TestBuildLoadBalancerOptions(t *testing.T) {
+	type opts struct{ Pool string }
+	parse := func(ann map[string]string) (providers.ServiceOptions, field.ErrorList) {
+		v := ann["example.com/pool"]
+		if v == "bad" {
+			return opts{}, field.ErrorList{field.Invalid(field.NewPath("metadata", "annotations").Key("example.com/pool"), v, "bad pool")}
+		}
+		return opts{Pool: v}, nil
+	}
+	withPool := func(v string) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Annotations = map[string]string{"example.com/pool": v} }
+	}
+	lb, errs := BuildLoadBalancer(baseService(withPool("edge")), nil, allCaps, parse)
+	if len(errs) > 0 || lb.Options != (opts{Pool: "edge"}) {
+		t.Fatalf("got %+v, %v", lb, errs)
+	}
+	svc := baseService(withPool("bad"), func(s *corev1.Service) { s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP })
+	lb, errs = BuildLoadBalancer(svc, nil, providers.Capabilities{}, parse)
+	msg := errs.ToAggregate().Error()
+	if lb != nil || !strings.Contains(msg, "metadata.annotations[example.com/pool]") || !strings.Contains(msg, "spec.sessionAffinity") {
+		t.Errorf("got %+v, %v", lb, errs)
 	}
 }

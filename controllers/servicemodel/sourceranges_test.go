@@ -81,7 +81,7 @@ func TestSourceRangesAgreeWithBuildLoadBalancer(t *testing.T) {
 				s.Spec.LoadBalancerSourceRanges = sp
 			})
 			ranges, errs := SourceRanges(svc)
-			lb, lbErrs := BuildLoadBalancer(svc, nil, allCaps)
+			lb, lbErrs := BuildLoadBalancer(svc, nil, allCaps, nil)
 			all := lbErrs.ToAggregate()
 			for _, e := range errs {
 				if all == nil || !strings.Contains(all.Error(), e.Error()) {

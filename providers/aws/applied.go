@@ -14,7 +14,6 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -153,8 +152,8 @@ func (p *Provider) unchanged(ctx context.Context, ref providers.Ref, d desiredLB
 	return rec, true, nil
 }
 
-func (p *Provider) reader(kind annotations.AWSType) *lbReader {
-	if kind == annotations.AWSNLB {
+func (p *Provider) reader(kind Kind) *lbReader {
+	if kind == NLB {
 		return p.nlbReader
 	}
 	return p.classicReader
@@ -171,28 +170,11 @@ func (p *Provider) recordApplied(ctx context.Context, rec *lbRecord, d desiredLB
 	return nil
 }
 
-// tagApplied writes the applied tag when it changed.
-func (p *Provider) tagApplied(ctx context.Context, rec *lbRecord, hash string) error {
-	if rec.Tags[tagApplied] != hash {
-		var err error
-		tag := map[string]string{tagApplied: hash}
-		if rec.Kind == annotations.AWSNLB {
-			_, err = nlbAPI(p.elbv2).AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(tag)})
-		} else {
-			_, err = p.clb().AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{rec.Name}, Tags: toELBTags(tag)})
-		}
-		if err != nil {
-			return fmt.Errorf("tagging %s with the applied state: %w", rec.Name, err)
-		}
-	}
-	return nil
-}
-
 // fetchNLBs is the NLB reader's batch: one DescribeLoadBalancers by name and one DescribeTags.
 // AWS fails a by-name describe when any name is missing; then the region's load balancers are
 // listed instead (one call per 400).
 func (p *Provider) fetchNLBs(ctx context.Context, names []string) (map[string]*lbRecord, error) {
-	api := nlbAPI(p.elbv2)
+	api := p.api.nlb
 	var lbs []elbv2types.LoadBalancer
 	out, err := api.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: names})
 	switch {
@@ -245,7 +227,7 @@ func (p *Provider) fetchNLBs(ctx context.Context, names []string) (map[string]*l
 
 // fetchClassics is the Classic ELB reader's batch, as fetchNLBs.
 func (p *Provider) fetchClassics(ctx context.Context, names []string) (map[string]*lbRecord, error) {
-	out, err := p.clb().DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: names})
+	out, err := p.api.classic.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: names})
 	res := map[string]*lbRecord{}
 	switch {
 	case isCode(err, "LoadBalancerNotFound", "AccessPointNotFound"):
@@ -253,7 +235,7 @@ func (p *Provider) fetchClassics(ctx context.Context, names []string) (map[strin
 		for _, n := range names {
 			want[n] = true
 		}
-		pager := elb.NewDescribeLoadBalancersPaginator(p.clb(), &elb.DescribeLoadBalancersInput{PageSize: aws.Int32(400)})
+		pager := elb.NewDescribeLoadBalancersPaginator(p.api.classic, &elb.DescribeLoadBalancersInput{PageSize: aws.Int32(400)})
 		for pager.HasMorePages() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {

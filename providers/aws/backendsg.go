@@ -14,7 +14,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -132,7 +131,7 @@ func (p *Provider) backendGroup(ctx context.Context, vpc string, create bool) (s
 	}
 	tags[clusterTag(p.cluster)] = tagOwned
 	tags[tagResource] = resourceBackendSG
-	out, err := p.sgAPI().CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+	out, err := p.api.groups.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
 		GroupName:   aws.String(name),
 		Description: aws.String("Portico: load balancers of cluster " + p.cluster + " to the nodes"),
 		VpcId:       aws.String(vpc),
@@ -179,7 +178,7 @@ func (p *Provider) allowBackend(ctx context.Context, groups []ec2types.SecurityG
 			p.backend.allow(id)
 			continue
 		}
-		_, err := p.sgAPI().AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
+		_, err := p.api.groups.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
 			GroupId: aws.String(id), IpPermissions: []ec2types.IpPermission{p.backendPermission(backend)},
 		})
 		if isCode(err, "RulesPerSecurityGroupLimitExceeded") {
@@ -237,7 +236,7 @@ func (p *Provider) collectBackendGroups(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		_, err = p.sgAPI().DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
+		_, err = p.api.groups.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
 		switch {
 		case isCode(err, "DependencyViolation"):
 			// A load balancer being deleted still lets go of it (its network interfaces),
@@ -278,8 +277,8 @@ func (p *Provider) knownUser(ctx context.Context, group string) (bool, error) {
 
 // lbSecurityGroups returns the security groups of the load balancer of kind named name; none
 // when there is no such load balancer.
-func (p *Provider) lbSecurityGroups(ctx context.Context, kind annotations.AWSType, name string) ([]string, error) {
-	if kind == annotations.AWSNLB {
+func (p *Provider) lbSecurityGroups(ctx context.Context, kind Kind, name string) ([]string, error) {
+	if kind == NLB {
 		lb, err := p.findNLB(ctx, name)
 		if err != nil || lb == nil {
 			return nil, err
@@ -321,7 +320,7 @@ func (p *Provider) revokeBackendRules(ctx context.Context, backend string) ([]ec
 			h.IpPermissions = nil // what allowBackend restores: the rule alone
 			out = append(out, h)
 		}
-		_, err := p.sgAPI().RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{
+		_, err := p.api.groups.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{
 			GroupId: h.GroupId, IpPermissions: perms,
 		})
 		if err != nil && !isCode(err, "InvalidPermission.NotFound", "InvalidGroup.NotFound") {
@@ -335,7 +334,7 @@ func (p *Provider) revokeBackendRules(ctx context.Context, backend string) ([]ec
 // region, of either kind (one paged listing each).
 func (p *Provider) groupsOfLoadBalancers(ctx context.Context) (map[string]bool, error) {
 	used := map[string]bool{}
-	pager := elb.NewDescribeLoadBalancersPaginator(p.clb(), &elb.DescribeLoadBalancersInput{})
+	pager := elb.NewDescribeLoadBalancersPaginator(p.api.classic, &elb.DescribeLoadBalancersInput{})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -347,7 +346,7 @@ func (p *Provider) groupsOfLoadBalancers(ctx context.Context) (map[string]bool, 
 			}
 		}
 	}
-	pager2 := elbv2.NewDescribeLoadBalancersPaginator(nlbAPI(p.elbv2), &elbv2.DescribeLoadBalancersInput{})
+	pager2 := elbv2.NewDescribeLoadBalancersPaginator(p.api.nlb, &elbv2.DescribeLoadBalancersInput{})
 	for pager2.HasMorePages() {
 		page, err := pager2.NextPage(ctx)
 		if err != nil {

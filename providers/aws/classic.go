@@ -12,41 +12,13 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
-
-// classicAPI manages Classic ELBs.
-type classicAPI interface {
-	DescribeLoadBalancers(ctx context.Context, in *elb.DescribeLoadBalancersInput, opts ...func(*elb.Options)) (*elb.DescribeLoadBalancersOutput, error)
-	CreateLoadBalancer(ctx context.Context, in *elb.CreateLoadBalancerInput, opts ...func(*elb.Options)) (*elb.CreateLoadBalancerOutput, error)
-	DeleteLoadBalancer(ctx context.Context, in *elb.DeleteLoadBalancerInput, opts ...func(*elb.Options)) (*elb.DeleteLoadBalancerOutput, error)
-	DescribeTags(ctx context.Context, in *elb.DescribeTagsInput, opts ...func(*elb.Options)) (*elb.DescribeTagsOutput, error)
-	AddTags(ctx context.Context, in *elb.AddTagsInput, opts ...func(*elb.Options)) (*elb.AddTagsOutput, error)
-	RemoveTags(ctx context.Context, in *elb.RemoveTagsInput, opts ...func(*elb.Options)) (*elb.RemoveTagsOutput, error)
-	CreateLoadBalancerListeners(ctx context.Context, in *elb.CreateLoadBalancerListenersInput, opts ...func(*elb.Options)) (*elb.CreateLoadBalancerListenersOutput, error)
-	DeleteLoadBalancerListeners(ctx context.Context, in *elb.DeleteLoadBalancerListenersInput, opts ...func(*elb.Options)) (*elb.DeleteLoadBalancerListenersOutput, error)
-	ConfigureHealthCheck(ctx context.Context, in *elb.ConfigureHealthCheckInput, opts ...func(*elb.Options)) (*elb.ConfigureHealthCheckOutput, error)
-	DescribeLoadBalancerAttributes(ctx context.Context, in *elb.DescribeLoadBalancerAttributesInput, opts ...func(*elb.Options)) (*elb.DescribeLoadBalancerAttributesOutput, error)
-	ModifyLoadBalancerAttributes(ctx context.Context, in *elb.ModifyLoadBalancerAttributesInput, opts ...func(*elb.Options)) (*elb.ModifyLoadBalancerAttributesOutput, error)
-	RegisterInstancesWithLoadBalancer(ctx context.Context, in *elb.RegisterInstancesWithLoadBalancerInput, opts ...func(*elb.Options)) (*elb.RegisterInstancesWithLoadBalancerOutput, error)
-	DeregisterInstancesFromLoadBalancer(ctx context.Context, in *elb.DeregisterInstancesFromLoadBalancerInput, opts ...func(*elb.Options)) (*elb.DeregisterInstancesFromLoadBalancerOutput, error)
-	CreateLoadBalancerPolicy(ctx context.Context, in *elb.CreateLoadBalancerPolicyInput, opts ...func(*elb.Options)) (*elb.CreateLoadBalancerPolicyOutput, error)
-	SetLoadBalancerPoliciesOfListener(ctx context.Context, in *elb.SetLoadBalancerPoliciesOfListenerInput, opts ...func(*elb.Options)) (*elb.SetLoadBalancerPoliciesOfListenerOutput, error)
-	SetLoadBalancerPoliciesForBackendServer(ctx context.Context, in *elb.SetLoadBalancerPoliciesForBackendServerInput, opts ...func(*elb.Options)) (*elb.SetLoadBalancerPoliciesForBackendServerOutput, error)
-	ApplySecurityGroupsToLoadBalancer(ctx context.Context, in *elb.ApplySecurityGroupsToLoadBalancerInput, opts ...func(*elb.Options)) (*elb.ApplySecurityGroupsToLoadBalancerOutput, error)
-	AttachLoadBalancerToSubnets(ctx context.Context, in *elb.AttachLoadBalancerToSubnetsInput, opts ...func(*elb.Options)) (*elb.AttachLoadBalancerToSubnetsOutput, error)
-	DetachLoadBalancerFromSubnets(ctx context.Context, in *elb.DetachLoadBalancerFromSubnetsInput, opts ...func(*elb.Options)) (*elb.DetachLoadBalancerFromSubnetsOutput, error)
-}
-
-var _ classicAPI = (*elb.Client)(nil)
 
 const (
 	proxyProtocolPolicy = "k8s-proxyprotocol-enabled"
 	classicTagsBatch    = 20
 )
-
-func (p *Provider) clb() classicAPI { return p.elb }
 
 // ensureClassic finds the Classic ELB by name or creates it (with its own security group unless
 // groups are configured), then converges listeners, health check, attributes, PROXY protocol,
@@ -72,7 +44,7 @@ func (p *Provider) ensureClassic(ctx context.Context, ref providers.Ref, d desir
 			return nil, fmt.Errorf("the Classic ELB %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
 		}
 		if missing := missingTags(tags, d.Tags); len(missing) > 0 {
-			if _, err := p.clb().AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{d.Name}, Tags: toELBTags(missing)}); err != nil {
+			if _, err := p.api.classic.AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{d.Name}, Tags: toELBTags(missing)}); err != nil {
 				return nil, fmt.Errorf("tagging Classic ELB %s: %w", d.Name, err)
 			}
 			maps.Copy(tags, missing)
@@ -149,7 +121,7 @@ func (p *Provider) createClassic(ctx context.Context, ref providers.Ref, d desir
 	if d.Scheme == schemeInternal {
 		in.Scheme = aws.String(schemeInternal)
 	}
-	out, err := p.clb().CreateLoadBalancer(ctx, in)
+	out, err := p.api.classic.CreateLoadBalancer(ctx, in)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating Classic ELB %s: %w", d.Name, err)
 	}
@@ -167,7 +139,7 @@ func (p *Provider) createClassic(ctx context.Context, ref providers.Ref, d desir
 
 func classicRecord(cur *elbtypes.LoadBalancerDescription, tags map[string]string) *lbRecord {
 	rec := &lbRecord{
-		Kind:    annotations.AWSClassic,
+		Kind:    Classic,
 		Name:    aws.ToString(cur.LoadBalancerName),
 		DNSName: aws.ToString(cur.DNSName),
 		Scheme:  aws.ToString(cur.Scheme),
@@ -182,7 +154,7 @@ func classicRecord(cur *elbtypes.LoadBalancerDescription, tags map[string]string
 
 // findClassic describes the Classic ELB named name; nil when there is none.
 func (p *Provider) findClassic(ctx context.Context, name string) (*elbtypes.LoadBalancerDescription, error) {
-	out, err := p.clb().DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: []string{name}})
+	out, err := p.api.classic.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{LoadBalancerNames: []string{name}})
 	if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") {
 		return nil, nil
 	}
@@ -193,42 +165,6 @@ func (p *Provider) findClassic(ctx context.Context, name string) (*elbtypes.Load
 		return nil, nil
 	}
 	return &out.LoadBalancerDescriptions[0], nil
-}
-
-func (p *Provider) classicTags(ctx context.Context, names []string) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
-	for chunk := range slices.Chunk(names, classicTagsBatch) {
-		res, err := p.clb().DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: chunk})
-		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") && len(chunk) > 1 {
-			for _, n := range chunk {
-				one, err := p.classicTags(ctx, []string{n})
-				if err != nil {
-					return nil, err
-				}
-				maps.Copy(out, one)
-			}
-			continue
-		}
-		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("describing Classic ELB tags: %w", err)
-		}
-		for _, td := range res.TagDescriptions {
-			m := map[string]string{}
-			for _, t := range td.Tags {
-				m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-			}
-			out[aws.ToString(td.LoadBalancerName)] = m
-		}
-	}
-	return out, nil
-}
-
-func (p *Provider) untagClassic(ctx context.Context, name, key string) error {
-	_, err := p.clb().RemoveTags(ctx, &elb.RemoveTagsInput{LoadBalancerNames: []string{name}, Tags: []elbtypes.TagKeyOnly{{Key: aws.String(key)}}})
-	return err
 }
 
 // reconcileClassicSubnets attaches and detaches subnets when the Service or configuration names
@@ -243,12 +179,12 @@ func (p *Provider) reconcileClassicSubnets(ctx context.Context, d desiredLB, cur
 	}
 	add, remove := diffSets(cur.Subnets, subnetIDs(want))
 	if len(add) > 0 {
-		if _, err := p.clb().AttachLoadBalancerToSubnets(ctx, &elb.AttachLoadBalancerToSubnetsInput{LoadBalancerName: aws.String(d.Name), Subnets: add}); err != nil {
+		if _, err := p.api.classic.AttachLoadBalancerToSubnets(ctx, &elb.AttachLoadBalancerToSubnetsInput{LoadBalancerName: aws.String(d.Name), Subnets: add}); err != nil {
 			return fmt.Errorf("attaching %s to subnets: %w", d.Name, err)
 		}
 	}
 	if len(remove) > 0 {
-		if _, err := p.clb().DetachLoadBalancerFromSubnets(ctx, &elb.DetachLoadBalancerFromSubnetsInput{LoadBalancerName: aws.String(d.Name), Subnets: remove}); err != nil {
+		if _, err := p.api.classic.DetachLoadBalancerFromSubnets(ctx, &elb.DetachLoadBalancerFromSubnetsInput{LoadBalancerName: aws.String(d.Name), Subnets: remove}); err != nil {
 			return fmt.Errorf("detaching %s from subnets: %w", d.Name, err)
 		}
 	}
@@ -285,12 +221,12 @@ func (p *Provider) reconcileClassicListeners(ctx context.Context, d desiredLB, c
 	}
 	if len(drop) > 0 {
 		slices.Sort(drop)
-		if _, err := p.clb().DeleteLoadBalancerListeners(ctx, &elb.DeleteLoadBalancerListenersInput{LoadBalancerName: aws.String(d.Name), LoadBalancerPorts: drop}); err != nil {
+		if _, err := p.api.classic.DeleteLoadBalancerListeners(ctx, &elb.DeleteLoadBalancerListenersInput{LoadBalancerName: aws.String(d.Name), LoadBalancerPorts: drop}); err != nil {
 			return fmt.Errorf("deleting listeners %v of %s: %w", drop, d.Name, err)
 		}
 	}
 	if len(create) > 0 {
-		if _, err := p.clb().CreateLoadBalancerListeners(ctx, &elb.CreateLoadBalancerListenersInput{LoadBalancerName: aws.String(d.Name), Listeners: classicListeners(create)}); err != nil {
+		if _, err := p.api.classic.CreateLoadBalancerListeners(ctx, &elb.CreateLoadBalancerListenersInput{LoadBalancerName: aws.String(d.Name), Listeners: classicListeners(create)}); err != nil {
 			return fmt.Errorf("creating listeners of %s: %w", d.Name, err)
 		}
 	}
@@ -324,7 +260,7 @@ func (p *Provider) reconcileClassicSSLPolicy(ctx context.Context, d desiredLB, c
 			continue
 		}
 		if !created {
-			_, err := p.clb().CreateLoadBalancerPolicy(ctx, &elb.CreateLoadBalancerPolicyInput{
+			_, err := p.api.classic.CreateLoadBalancerPolicy(ctx, &elb.CreateLoadBalancerPolicyInput{
 				LoadBalancerName: aws.String(d.Name),
 				PolicyName:       aws.String(name),
 				PolicyTypeName:   aws.String("SSLNegotiationPolicyType"),
@@ -335,7 +271,7 @@ func (p *Provider) reconcileClassicSSLPolicy(ctx context.Context, d desiredLB, c
 			}
 			created = true
 		}
-		_, err := p.clb().SetLoadBalancerPoliciesOfListener(ctx, &elb.SetLoadBalancerPoliciesOfListenerInput{
+		_, err := p.api.classic.SetLoadBalancerPoliciesOfListener(ctx, &elb.SetLoadBalancerPoliciesOfListenerInput{
 			LoadBalancerName: aws.String(d.Name), LoadBalancerPort: l.LoadBalancerPort, PolicyNames: []string{name},
 		})
 		if err != nil {
@@ -374,7 +310,7 @@ func (p *Provider) reconcileClassicHealthCheck(ctx context.Context, d desiredLB,
 		aws.ToInt32(h.Timeout) == hc.Timeout && aws.ToInt32(h.HealthyThreshold) == hc.Healthy && aws.ToInt32(h.UnhealthyThreshold) == hc.Unhealthy {
 		return nil
 	}
-	_, err := p.clb().ConfigureHealthCheck(ctx, &elb.ConfigureHealthCheckInput{
+	_, err := p.api.classic.ConfigureHealthCheck(ctx, &elb.ConfigureHealthCheckInput{
 		LoadBalancerName: aws.String(d.Name),
 		HealthCheck: &elbtypes.HealthCheck{
 			Target: aws.String(hc.Target), Interval: aws.Int32(hc.Interval), Timeout: aws.Int32(hc.Timeout),
@@ -393,7 +329,7 @@ func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, 
 	if c.CrossZone == nil && c.IdleTimeout == nil && c.Draining == nil && c.DrainingTimeout == nil && c.AccessLog == nil {
 		return nil
 	}
-	out, err := p.clb().DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name)})
+	out, err := p.api.classic.DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name)})
 	if err != nil {
 		return fmt.Errorf("describing attributes of %s: %w", d.Name, err)
 	}
@@ -451,7 +387,7 @@ func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, 
 	if !changed {
 		return nil
 	}
-	if _, err := p.clb().ModifyLoadBalancerAttributes(ctx, &elb.ModifyLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name), LoadBalancerAttributes: &change}); err != nil {
+	if _, err := p.api.classic.ModifyLoadBalancerAttributes(ctx, &elb.ModifyLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name), LoadBalancerAttributes: &change}); err != nil {
 		return fmt.Errorf("modifying attributes of %s: %w", d.Name, err)
 	}
 	return nil
@@ -461,7 +397,7 @@ func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, 
 // it off.
 func (p *Provider) reconcileClassicProxyProtocol(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
 	if d.Classic.ProxyProtocol && (cur.Policies == nil || !slices.Contains(cur.Policies.OtherPolicies, proxyProtocolPolicy)) {
-		_, err := p.clb().CreateLoadBalancerPolicy(ctx, &elb.CreateLoadBalancerPolicyInput{
+		_, err := p.api.classic.CreateLoadBalancerPolicy(ctx, &elb.CreateLoadBalancerPolicyInput{
 			LoadBalancerName: aws.String(d.Name),
 			PolicyName:       aws.String(proxyProtocolPolicy),
 			PolicyTypeName:   aws.String("ProxyProtocolPolicyType"),
@@ -491,7 +427,7 @@ func (p *Provider) reconcileClassicProxyProtocol(ctx context.Context, d desiredL
 		if want {
 			names = []string{proxyProtocolPolicy}
 		}
-		_, err := p.clb().SetLoadBalancerPoliciesForBackendServer(ctx, &elb.SetLoadBalancerPoliciesForBackendServerInput{
+		_, err := p.api.classic.SetLoadBalancerPoliciesForBackendServer(ctx, &elb.SetLoadBalancerPoliciesForBackendServerInput{
 			LoadBalancerName: aws.String(d.Name), InstancePort: aws.Int32(port), PolicyNames: names,
 		})
 		if err != nil {
@@ -508,12 +444,12 @@ func (p *Provider) reconcileClassicInstances(ctx context.Context, d desiredLB, c
 	}
 	add, remove := diffSets(have, want)
 	if len(add) > 0 {
-		if _, err := p.clb().RegisterInstancesWithLoadBalancer(ctx, &elb.RegisterInstancesWithLoadBalancerInput{LoadBalancerName: aws.String(d.Name), Instances: elbInstances(add)}); err != nil {
+		if _, err := p.api.classic.RegisterInstancesWithLoadBalancer(ctx, &elb.RegisterInstancesWithLoadBalancerInput{LoadBalancerName: aws.String(d.Name), Instances: elbInstances(add)}); err != nil {
 			return fmt.Errorf("registering instances with %s: %w", d.Name, err)
 		}
 	}
 	if len(remove) > 0 {
-		if _, err := p.clb().DeregisterInstancesFromLoadBalancer(ctx, &elb.DeregisterInstancesFromLoadBalancerInput{LoadBalancerName: aws.String(d.Name), Instances: elbInstances(remove)}); err != nil {
+		if _, err := p.api.classic.DeregisterInstancesFromLoadBalancer(ctx, &elb.DeregisterInstancesFromLoadBalancerInput{LoadBalancerName: aws.String(d.Name), Instances: elbInstances(remove)}); err != nil {
 			return fmt.Errorf("deregistering instances from %s: %w", d.Name, err)
 		}
 	}
@@ -557,7 +493,7 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 		}
 	}
 	if a := slices.Sorted(slices.Values(cur.SecurityGroups)); !slices.Equal(a, groups) {
-		if _, err := p.clb().ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(d.Name), SecurityGroups: groups}); err != nil {
+		if _, err := p.api.classic.ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(d.Name), SecurityGroups: groups}); err != nil {
 			return fmt.Errorf("applying security groups to %s: %w", d.Name, err)
 		}
 		cur.SecurityGroups = groups
@@ -585,17 +521,9 @@ func (p *Provider) reconcileClassicSecurity(ctx context.Context, ref providers.R
 // deleteClassic deletes the Classic ELB named name. Its security group goes afterwards
 // (deleteOwnedSecurityGroups), once the node rules that reference it are revoked.
 func (p *Provider) deleteClassic(ctx context.Context, name string) error {
-	_, err := p.clb().DeleteLoadBalancer(ctx, &elb.DeleteLoadBalancerInput{LoadBalancerName: aws.String(name)})
+	_, err := p.api.classic.DeleteLoadBalancer(ctx, &elb.DeleteLoadBalancerInput{LoadBalancerName: aws.String(name)})
 	if err != nil && !isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") {
 		return fmt.Errorf("deleting Classic ELB %s: %w", name, err)
 	}
 	return nil
-}
-
-func toELBTags(m map[string]string) []elbtypes.Tag {
-	var out []elbtypes.Tag
-	for _, k := range sortedKeys(m) {
-		out = append(out, elbtypes.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
 }

@@ -9,13 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 )
 
-// instanceAPI is what the provider needs to know about backend instances.
-type instanceAPI interface {
-	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
-}
-
-var _ instanceAPI = (*ec2.Client)(nil)
-
 // instance is a backend node's instance as the provider needs it.
 type instance struct {
 	ID     string
@@ -30,7 +23,7 @@ func (p *Provider) describeInstances(ctx context.Context, ids []string) ([]insta
 		return nil, nil
 	}
 	var out []instance
-	pager := ec2.NewDescribeInstancesPaginator(instanceAPI(p.ec2), &ec2.DescribeInstancesInput{InstanceIds: ids})
+	pager := ec2.NewDescribeInstancesPaginator(p.api.instances, &ec2.DescribeInstancesInput{InstanceIds: ids})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if isCode(err, "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed") {
@@ -47,7 +40,7 @@ func (p *Provider) describeInstances(ctx context.Context, ids []string) ([]insta
 
 func (p *Provider) describeInstancesByFilter(ctx context.Context, ids []string) ([]instance, error) {
 	var out []instance
-	pager := ec2.NewDescribeInstancesPaginator(instanceAPI(p.ec2), &ec2.DescribeInstancesInput{
+	pager := ec2.NewDescribeInstancesPaginator(p.api.instances, &ec2.DescribeInstancesInput{
 		Filters: []ec2Filter{{Name: aws.String("instance-id"), Values: ids}},
 	})
 	for pager.HasMorePages() {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -128,12 +127,12 @@ func TestLBReader(t *testing.T) {
 // TestDesiredHash: the applied hash follows everything converged (nodes, ports, annotations)
 // and nothing else (warnings, map order).
 func TestDesiredHash(t *testing.T) {
-	p := modelProvider(annotations.AWSNLB)
+	p := modelProvider(NLB)
 	nodes := []providers.Node{node("a", "aws:///us-east-1a/i-a", nil), node("b", "aws:///us-east-1b/i-b", nil)}
 	hashOf := func(mut func(lb *providers.LoadBalancer)) string {
 		lb := testLB("web", nodes)
-		lb.Annotations.AWS.Type = annotations.AWSNLB
-		lb.Annotations.AWS.AdditionalTags = map[string]string{"a": "1", "b": "2", "c": "3"}
+		optsOf(lb).Kind = NLB
+		optsOf(lb).AdditionalTags = map[string]string{"a": "1", "b": "2", "c": "3"}
 		mut(lb)
 		d, err := p.desired(lb)
 		if err != nil {
@@ -145,7 +144,7 @@ func TestDesiredHash(t *testing.T) {
 	if again := hashOf(func(*providers.LoadBalancer) {}); again != base {
 		t.Errorf("hash not stable: %s, %s", base, again)
 	}
-	if h := hashOf(func(lb *providers.LoadBalancer) { lb.Annotations.AWS.ProxyProtocol = true }); h != base {
+	if h := hashOf(func(lb *providers.LoadBalancer) { optsOf(lb).ProxyProtocol = true }); h != base {
 		t.Errorf("a setting that only warns changed the hash")
 	}
 	for name, mut := range map[string]func(lb *providers.LoadBalancer){
@@ -156,9 +155,9 @@ func TestDesiredHash(t *testing.T) {
 		"source range": func(lb *providers.LoadBalancer) {
 			lb.SourceRanges = []netip.Prefix{netip.MustParsePrefix("198.18.0.0/24")}
 		},
-		"tag":           func(lb *providers.LoadBalancer) { lb.Annotations.AWS.AdditionalTags["d"] = "4" },
+		"tag":           func(lb *providers.LoadBalancer) { optsOf(lb).AdditionalTags["d"] = "4" },
 		"health check":  func(lb *providers.LoadBalancer) { lb.LocalTrafficOnly, lb.HealthCheckNodePort = true, 32000 },
-		"cross-zone on": func(lb *providers.LoadBalancer) { yes := true; lb.Annotations.AWS.CrossZone = &yes },
+		"cross-zone on": func(lb *providers.LoadBalancer) { yes := true; optsOf(lb).CrossZone = &yes },
 	} {
 		if h := hashOf(mut); h == base {
 			t.Errorf("%s: hash unchanged", name)

@@ -10,20 +10,10 @@ import (
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 )
 
-// listenerAPI manages NLB listeners.
-type listenerAPI interface {
-	DescribeListeners(ctx context.Context, in *elbv2.DescribeListenersInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeListenersOutput, error)
-	CreateListener(ctx context.Context, in *elbv2.CreateListenerInput, opts ...func(*elbv2.Options)) (*elbv2.CreateListenerOutput, error)
-	ModifyListener(ctx context.Context, in *elbv2.ModifyListenerInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyListenerOutput, error)
-	DeleteListener(ctx context.Context, in *elbv2.DeleteListenerInput, opts ...func(*elbv2.Options)) (*elbv2.DeleteListenerOutput, error)
-}
-
-var _ listenerAPI = (*elbv2.Client)(nil)
-
 // reconcileListeners converges the NLB's listeners, each forwarding to its target group, and
 // the target groups with their targets; then deletes what is no longer wanted.
 func (p *Provider) reconcileListeners(ctx context.Context, d desiredLB, rec *lbRecord, vpc string, instances []string) error {
-	api := listenerAPI(p.elbv2)
+	api := p.api.listeners
 	var existing []elbv2types.Listener
 	pager := elbv2.NewDescribeListenersPaginator(api, &elbv2.DescribeListenersInput{LoadBalancerArn: aws.String(rec.ARN)})
 	for pager.HasMorePages() {
@@ -121,7 +111,7 @@ func (p *Provider) createListener(ctx context.Context, rec *lbRecord, l nlbListe
 			in.AlpnPolicy = []string{l.ALPN}
 		}
 	}
-	if _, err := listenerAPI(p.elbv2).CreateListener(ctx, in); err != nil {
+	if _, err := p.api.listeners.CreateListener(ctx, in); err != nil {
 		return fmt.Errorf("creating listener %s:%d of %s: %w", l.Protocol, l.Port, rec.Name, err)
 	}
 	return nil

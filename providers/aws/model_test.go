@@ -12,7 +12,7 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-func modelProvider(def annotations.AWSType) *Provider {
+func modelProvider(def Kind) *Provider {
 	return &Provider{opts: Options{ClusterName: "c1", DefaultType: def}, cluster: "c1"}
 }
 
@@ -45,7 +45,7 @@ func TestDesiredNLB(t *testing.T) {
 			name: "annotations override the health check",
 			mutate: func(lb *providers.LoadBalancer) {
 				lb.LocalTrafficOnly, lb.HealthCheckNodePort = true, 32000
-				lb.Annotations.AWS.HealthCheck = annotations.AWSHealthCheck{Protocol: "tcp", Port: "traffic-port", HealthyThreshold: i32(5), Interval: sec(20)}
+				optsOf(lb).HealthCheck = HealthCheckOptions{Protocol: "tcp", Port: "traffic-port", HealthyThreshold: i32(5), Interval: sec(20)}
 			},
 			wantListeners: []string{"TCP:80->TCP:30080 TCP:traffic-port 20/6/5/2"},
 		},
@@ -67,21 +67,21 @@ func TestDesiredNLB(t *testing.T) {
 			name: "TLS on the named port, ssl backend",
 			mutate: func(lb *providers.LoadBalancer) {
 				lb.Ports = append(lb.Ports, providers.Port{Name: "https", Protocol: providers.TCP, Port: 443, NodePort: 30443})
-				lb.Annotations.AWS.SSLCert, lb.Annotations.AWS.SSLPorts, lb.Annotations.AWS.BackendProtocol = "arn:cert", []string{"https"}, "ssl"
+				optsOf(lb).SSLCert, optsOf(lb).SSLPorts, optsOf(lb).BackendProtocol = "arn:cert", []string{"https"}, "ssl"
 			},
 			wantListeners: []string{"TCP:80->TCP:30080 TCP:traffic-port 30/10/3/3", "TLS:443->TLS:30443 TCP:traffic-port 30/10/3/3"},
 		},
 		{
 			name: "Classic-only keys warn",
 			mutate: func(lb *providers.LoadBalancer) {
-				lb.Annotations.AWS.ProxyProtocol = true
-				lb.Annotations.AWS.ConnectionIdleTimeout = sec(30)
-				lb.Annotations.AWS.BackendProtocol = "http"
+				optsOf(lb).ProxyProtocol = true
+				optsOf(lb).ConnectionIdleTimeout = sec(30)
+				optsOf(lb).BackendProtocol = "http"
 				yes := true
-				lb.Annotations.AWS.ConnectionDraining = &yes
-				lb.Annotations.AWS.ConnectionDrainingTimeout = sec(10)
-				lb.Annotations.AWS.SecurityGroups = []string{"sg-1"}
-				lb.Annotations.AWS.ExtraSecurityGroups = []string{"sg-2"}
+				optsOf(lb).ConnectionDraining = &yes
+				optsOf(lb).ConnectionDrainingTimeout = sec(10)
+				optsOf(lb).SecurityGroups = []string{"sg-1"}
+				optsOf(lb).ExtraSecurityGroups = []string{"sg-2"}
 			},
 			wantListeners: []string{"TCP:80->TCP:30080 TCP:traffic-port 30/10/3/3"},
 			wantWarnings: []string{annotations.AWSProxyProtocol, annotations.AWSConnectionIdleTimeout, annotations.AWSBackendProtocol,
@@ -90,7 +90,7 @@ func TestDesiredNLB(t *testing.T) {
 		{
 			name: "TLS policy",
 			mutate: func(lb *providers.LoadBalancer) {
-				lb.Annotations.AWS.SSLCert, lb.Annotations.AWS.SSLNegotiationPolicy = "arn:cert", "ELBSecurityPolicy-TLS13-1-2-2021-06"
+				optsOf(lb).SSLCert, optsOf(lb).SSLNegotiationPolicy = "arn:cert", "ELBSecurityPolicy-TLS13-1-2-2021-06"
 			},
 			wantListeners: []string{"TLS:80->TCP:30080 TCP:traffic-port 30/10/3/3 ELBSecurityPolicy-TLS13-1-2-2021-06"},
 		},
@@ -118,11 +118,11 @@ func TestDesiredNLB(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lb := testLB("svc", nil)
-			lb.Annotations.AWS.Type = annotations.AWSNLB
+			optsOf(lb).Kind = NLB
 			if tt.mutate != nil {
 				tt.mutate(lb)
 			}
-			d, err := modelProvider(annotations.AWSClassic).desired(lb)
+			d, err := modelProvider(Classic).desired(lb)
 			if tt.wantInvalid != "" {
 				var inv *providers.InvalidError
 				if !errors.As(err, &inv) || inv.Field != tt.wantInvalid {
@@ -160,7 +160,7 @@ func TestDesiredNLB(t *testing.T) {
 func TestDesiredClassic(t *testing.T) {
 	tests := []struct {
 		name          string
-		spec          annotations.AWS
+		spec          ServiceOptions
 		local         bool
 		wantListeners []string // "PROTO:port->INSTPROTO:nodePort cert"
 		wantHC        string
@@ -171,22 +171,22 @@ func TestDesiredClassic(t *testing.T) {
 		{name: "local", local: true, wantListeners: []string{"TCP:80->TCP:30080 ", "TCP:443->TCP:30443 "}, wantHC: "HTTP:32000/healthz"},
 		{
 			name:          "ssl on 443, tcp backend",
-			spec:          annotations.AWS{SSLCert: "arn:c", SSLPorts: []string{"443"}},
+			spec:          ServiceOptions{SSLCert: "arn:c", SSLPorts: []string{"443"}},
 			wantListeners: []string{"TCP:80->TCP:30080 ", "SSL:443->TCP:30443 arn:c"}, wantHC: "TCP:30080",
 		},
 		{
 			name:          "https backend http",
-			spec:          annotations.AWS{SSLCert: "arn:c", SSLPorts: []string{"https"}, BackendProtocol: "http"},
+			spec:          ServiceOptions{SSLCert: "arn:c", SSLPorts: []string{"https"}, BackendProtocol: "http"},
 			wantListeners: []string{"HTTP:80->HTTP:30080 ", "HTTPS:443->HTTP:30443 arn:c"}, wantHC: "TCP:30080",
 		},
 		{
 			name:          "ssl backend checks with SSL",
-			spec:          annotations.AWS{BackendProtocol: "ssl"},
+			spec:          ServiceOptions{BackendProtocol: "ssl"},
 			wantListeners: []string{"TCP:80->SSL:30080 ", "TCP:443->SSL:30443 "}, wantHC: "SSL:30080",
 		},
 		{
 			name:          "health-check overrides",
-			spec:          annotations.AWS{HealthCheck: annotations.AWSHealthCheck{Protocol: "HTTP", Port: "8080", Path: "/ready"}},
+			spec:          ServiceOptions{HealthCheck: HealthCheckOptions{Protocol: "HTTP", Port: "8080", Path: "/ready"}},
 			wantListeners: []string{"TCP:80->TCP:30080 ", "TCP:443->TCP:30443 "}, wantHC: "HTTP:8080/ready",
 		},
 		{name: "UDP is invalid", udp: true, wantInvalid: true},
@@ -198,12 +198,12 @@ func TestDesiredClassic(t *testing.T) {
 			if tt.udp {
 				lb.Ports[1].Protocol = providers.UDP
 			}
-			lb.Annotations.AWS = tt.spec
-			lb.Annotations.AWS.Type = annotations.AWSClassic
+			lb.Options = tt.spec
+			optsOf(lb).Kind = Classic
 			if tt.local {
 				lb.LocalTrafficOnly, lb.HealthCheckNodePort = true, 32000
 			}
-			d, err := modelProvider(annotations.AWSClassic).desired(lb)
+			d, err := modelProvider(Classic).desired(lb)
 			if tt.wantInvalid {
 				if !providers.IsInvalid(err) {
 					t.Fatalf("err = %v, want invalid", err)
@@ -235,11 +235,11 @@ func TestDesiredCommon(t *testing.T) {
 		node("d", "i-ddd", nil),
 	}
 	lb := testLB("svc", nodes)
-	d, err := modelProvider(annotations.AWSNLB).desired(lb)
+	d, err := modelProvider(NLB).desired(lb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Kind != annotations.AWSNLB {
+	if d.Kind != NLB {
 		t.Errorf("kind %s: the configured default (nlb) must apply without the type annotation", d.Kind)
 	}
 	if want := []string{"i-aaa", "i-bbb", "i-ddd"}; !slices.Equal(d.Instances, want) {
@@ -255,9 +255,9 @@ func TestDesiredCommon(t *testing.T) {
 		t.Errorf("tags %v", d.Tags)
 	}
 
-	lb.Annotations.AWS.TargetNodeLabels = map[string]string{"pool": "edge"}
+	optsOf(lb).TargetNodeLabels = map[string]string{"pool": "edge"}
 	lb.Internal = true
-	d2, _ := modelProvider(annotations.AWSNLB).desired(lb)
+	d2, _ := modelProvider(NLB).desired(lb)
 	if !slices.Equal(d2.Instances, []string{"i-aaa"}) {
 		t.Errorf("target-node-labels pool=edge: instances %v, want [i-aaa]", d2.Instances)
 	}
@@ -271,10 +271,10 @@ func TestDesiredCommon(t *testing.T) {
 
 func TestNLBNodeRules(t *testing.T) {
 	lb := testLB("svc", nil)
-	lb.Annotations.AWS.Type = annotations.AWSNLB
+	optsOf(lb).Kind = NLB
 	lb.Ports = []providers.Port{{Protocol: providers.UDP, Port: 53, NodePort: 30053}, {Protocol: providers.TCP, Port: 53, NodePort: 30053}}
 	lb.SourceRanges = []netip.Prefix{netip.MustParsePrefix("198.18.100.0/24"), netip.MustParsePrefix("2001:db8::/64")}
-	d, err := modelProvider(annotations.AWSClassic).desired(lb)
+	d, err := modelProvider(Classic).desired(lb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,11 +332,11 @@ func TestInstanceID(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	ref := providers.Ref{Namespace: "default", Name: "A very long Service name!", UID: "u1"}
-	n := lbName("c1", ref, annotations.AWSNLB, schemeInternal)
+	n := lbName("c1", ref, NLB, schemeInternal)
 	if len(n) != 32 || !strings.HasPrefix(n, "k8s-averylon-") {
 		t.Errorf("lbName = %q", n)
 	}
-	if n == lbName("c1", ref, annotations.AWSNLB, schemeInternetFacing) || n == lbName("c2", ref, annotations.AWSNLB, schemeInternal) {
+	if n == lbName("c1", ref, NLB, schemeInternetFacing) || n == lbName("c2", ref, NLB, schemeInternal) {
 		t.Errorf("names must differ by scheme and cluster")
 	}
 	if d := ruleDescription("u1", n, "client"); ruleOwner(d) != "u1" || ruleLB(d) != n {
@@ -347,10 +347,22 @@ func TestNames(t *testing.T) {
 // testLB is a one-port Classic Service on nodes, the base the tests mutate.
 func testLB(name string, nodes []providers.Node) *providers.LoadBalancer {
 	return &providers.LoadBalancer{
-		Ref:         providers.Ref{Namespace: "default", Name: name, UID: "uid-" + name},
-		IPFamilies:  []providers.IPFamily{providers.IPv4},
-		Ports:       []providers.Port{{Name: "http", Protocol: providers.TCP, Port: 80, NodePort: 30080}},
-		Nodes:       nodes,
-		Annotations: annotations.Spec{AWS: annotations.AWS{Type: annotations.AWSClassic}},
+		Ref:        providers.Ref{Namespace: "default", Name: name, UID: "uid-" + name},
+		IPFamilies: []providers.IPFamily{providers.IPv4},
+		Ports:      []providers.Port{{Name: "http", Protocol: providers.TCP, Port: 80, NodePort: 30080}},
+		Nodes:      nodes,
 	}
+}
+
+// optsOf returns lb's AWS options for a test to edit, creating them when lb has none.
+func optsOf(lb *providers.LoadBalancer) *ServiceOptions {
+	if o, ok := lb.Options.(*ServiceOptions); ok {
+		return o
+	}
+	o := &ServiceOptions{}
+	if v, ok := lb.Options.(ServiceOptions); ok {
+		*o = v
+	}
+	lb.Options = o
+	return o
 }

@@ -14,37 +14,36 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/providertest"
 )
 
 func TestClassicLifecycleMoto(t *testing.T) {
 	f := seed(t, 3)
-	p := f.provider(annotations.AWSClassic)
+	p := f.provider(Classic)
 	ctx := context.Background()
 	c := elb.NewFromConfig(awsConfig(f.url))
 	lb := testLB("shop", f.nodes[:2])
 	lb.Ports = append(lb.Ports, providers.Port{Name: "https", Protocol: providers.TCP, Port: 443, NodePort: 30443})
 	idle := 120 * time.Second
 	yes := true
-	lb.Annotations.AWS.SSLCert = f.certARN
+	optsOf(lb).SSLCert = f.certARN
 	// Every port TLS, so that each listener's instance protocol equals its protocol: moto
 	// ignores InstanceProtocol and copies the protocol (cloud.md section 7); the mixed case is
 	// covered by TestClassicListenerDiffRecorded.
-	lb.Annotations.AWS.BackendProtocol = "ssl"
-	lb.Annotations.AWS.ProxyProtocol = true
-	lb.Annotations.AWS.ConnectionIdleTimeout = &idle
-	lb.Annotations.AWS.CrossZone = &yes
-	lb.Annotations.AWS.ConnectionDraining = &yes
+	optsOf(lb).BackendProtocol = "ssl"
+	optsOf(lb).ProxyProtocol = true
+	optsOf(lb).ConnectionIdleTimeout = &idle
+	optsOf(lb).CrossZone = &yes
+	optsOf(lb).ConnectionDraining = &yes
 	drain := 45 * time.Second
-	lb.Annotations.AWS.ConnectionDrainingTimeout = &drain
-	lb.Annotations.AWS.SSLNegotiationPolicy = "ELBSecurityPolicy-TLS-1-2-2017-01"
+	optsOf(lb).ConnectionDrainingTimeout = &drain
+	optsOf(lb).SSLNegotiationPolicy = "ELBSecurityPolicy-TLS-1-2-2017-01"
 	extra, err := f.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("extra"), Description: aws.String("extra"), VpcId: aws.String(f.vpc)})
 	must(t, err)
-	lb.Annotations.AWS.ExtraSecurityGroups = []string{aws.ToString(extra.GroupId)}
+	optsOf(lb).ExtraSecurityGroups = []string{aws.ToString(extra.GroupId)}
 	st := ensure(t, p, lb)
-	name := lbName(testCluster, lb.Ref, annotations.AWSClassic, schemeInternetFacing)
+	name := lbName(testCluster, lb.Ref, Classic, schemeInternetFacing)
 
 	var groups []string
 	describe := func() (listeners []string, instances []string, hc string, policies map[int32][]string) {
@@ -112,7 +111,7 @@ func TestClassicLifecycleMoto(t *testing.T) {
 	// Node and health-check changes, PROXY protocol off.
 	lb.Nodes = []providers.Node{f.nodes[2]}
 	lb.LocalTrafficOnly, lb.HealthCheckNodePort = true, 32100
-	lb.Annotations.AWS.ProxyProtocol = false
+	optsOf(lb).ProxyProtocol = false
 	ensure(t, p, lb)
 	_, instances, hc, policies = describe()
 	if !slices.Equal(instances, []string{id(2)}) || hc != "HTTP:32100/healthz" {
@@ -144,7 +143,7 @@ func isRead(op string) bool {
 // delete the old load balancer afterwards; status moves to the new hostname.
 func TestReplacementMoto(t *testing.T) {
 	f := seed(t, 2)
-	p := f.provider(annotations.AWSNLB)
+	p := f.provider(NLB)
 	ctx := context.Background()
 	lb := testLB("swap", f.nodes)
 	first := ensure(t, p, lb)
@@ -164,8 +163,8 @@ func TestReplacementMoto(t *testing.T) {
 		}
 	}
 
-	lb.Annotations.AWS.Type = annotations.AWSClassic
-	p.opts.DefaultType = annotations.AWSClassic
+	optsOf(lb).Kind = Classic
+	p.opts.DefaultType = Classic
 	third := ensure(t, p, lb)
 	if third.Ingress[0].Hostname == second.Ingress[0].Hostname {
 		t.Errorf("kind change kept hostname")
@@ -191,11 +190,11 @@ func TestReplacementMoto(t *testing.T) {
 func TestConformanceMoto(t *testing.T) {
 	f := seed(t, 3)
 	providertest.Run(t, func(t *testing.T) providers.Provider {
-		return f.provider(annotations.AWSNLB)
+		return f.provider(NLB)
 	}, providertest.Options{
 		Nodes:       func(*testing.T) []providers.Node { return f.nodes },
 		Hostnames:   true,
-		Annotations: annotations.Spec{AWS: annotations.AWS{Type: annotations.AWSNLB}},
+		Options:     ServiceOptions{Kind: NLB},
 		Concurrency: 10,
 		Check: func(t *testing.T, _ providers.Provider, lb *providers.LoadBalancer, st providers.Status) {
 			if len(st.Warnings) > 0 {
@@ -214,11 +213,11 @@ func TestConformanceMoto(t *testing.T) {
 func TestAdoptionMoto(t *testing.T) {
 	f := seed(t, 2)
 	lb := testLB("adopt", f.nodes)
-	lb.Annotations.AWS.Type = annotations.AWSNLB
-	first := ensure(t, f.provider(annotations.AWSClassic), lb)
+	optsOf(lb).Kind = NLB
+	first := ensure(t, f.provider(Classic), lb)
 	ctx := context.Background()
 	c := elbv2.NewFromConfig(awsConfig(f.url))
-	name := lbName(testCluster, lb.Ref, annotations.AWSNLB, schemeInternetFacing)
+	name := lbName(testCluster, lb.Ref, NLB, schemeInternetFacing)
 	lbs, err := c.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
 	must(t, err)
 	ls, err := c.DescribeListeners(ctx, &elbv2.DescribeListenersInput{LoadBalancerArn: lbs.LoadBalancers[0].LoadBalancerArn})
@@ -230,7 +229,7 @@ func TestAdoptionMoto(t *testing.T) {
 	tgsBefore, err := c.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{})
 	must(t, err)
 
-	second := ensure(t, f.provider(annotations.AWSClassic), lb)
+	second := ensure(t, f.provider(Classic), lb)
 	if second.Ingress[0].Hostname != first.Ingress[0].Hostname {
 		t.Errorf("hostname changed: %s -> %s", first.Ingress[0].Hostname, second.Ingress[0].Hostname)
 	}
@@ -242,7 +241,7 @@ func TestAdoptionMoto(t *testing.T) {
 	if got := f.nlbs()[name].Listeners; !slices.Equal(got, []string{"TCP:80->TCP:30080"}) {
 		t.Errorf("listeners after adoption: %v", got)
 	}
-	must(t, f.provider(annotations.AWSClassic).Delete(ctx, lb.Ref))
+	must(t, f.provider(Classic).Delete(ctx, lb.Ref))
 	if left := f.owned(); len(left) != 0 {
 		t.Errorf("after Delete: %v", left)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/e2e/framework/moto"
 	"github.com/portico-lb/portico/providers"
 )
@@ -74,7 +73,7 @@ func (f *fixture) addNode() providers.Node {
 	return n
 }
 
-func (f *fixture) provider(defaultType annotations.AWSType) *Provider {
+func (f *fixture) provider(defaultType Kind) *Provider {
 	f.reg = prometheus.NewRegistry()
 	p, err := NewWithConfig(awsConfig(f.url), Options{
 		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,
@@ -86,7 +85,7 @@ func (f *fixture) provider(defaultType annotations.AWSType) *Provider {
 
 // legacyProvider creates NLBs without security groups, as Portico did before the backend group:
 // their per-Service node rules are still maintained.
-func (f *fixture) legacyProvider(defaultType annotations.AWSType) *Provider {
+func (f *fixture) legacyProvider(defaultType Kind) *Provider {
 	f.reg = prometheus.NewRegistry()
 	p, err := NewWithConfig(awsConfig(f.url), Options{
 		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,

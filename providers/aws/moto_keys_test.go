@@ -74,7 +74,7 @@ func (f *fixture) nlbState(name string) nlbState {
 // when the Service says not to manage them.
 func TestNLBAnnotationsMoto(t *testing.T) {
 	f := seed(t, 2)
-	p := f.provider(annotations.AWSNLB)
+	p := f.provider(NLB)
 	ctx := context.Background()
 	var eips []string
 	for range f.public {
@@ -85,19 +85,19 @@ func TestNLBAnnotationsMoto(t *testing.T) {
 	lb := testLB("keys", f.nodes)
 	lb.Ports = append(lb.Ports, providers.Port{Name: "https", Protocol: providers.TCP, Port: 443, NodePort: 30443})
 	yes := true
-	a := &lb.Annotations.AWS
-	a.Type = annotations.AWSNLB
+	a := optsOf(lb)
+	a.Kind = NLB
 	a.SSLCert, a.SSLPorts = f.certARN, []string{"https"}
 	a.ALPNPolicy = "HTTP2Preferred"
 	a.TargetGroupAttributes = map[string]string{"proxy_protocol_v2.enabled": "true", "deregistration_delay.timeout_seconds": "30", "preserve_client_ip.enabled": "false"}
-	a.AccessLog = annotations.AWSAccessLog{Enabled: &yes, Bucket: "portico-logs", Prefix: "nlb"}
+	a.AccessLog = AccessLogOptions{Enabled: &yes, Bucket: "portico-logs", Prefix: "nlb"}
 	a.EIPAllocations = eips
 	a.IPAddressType = "dualstack"
 	st := ensure(t, p, lb)
 	if len(st.Warnings) != 0 {
 		t.Errorf("warnings: %v", st.Warnings)
 	}
-	name := lbName(testCluster, lb.Ref, annotations.AWSNLB, schemeInternetFacing)
+	name := lbName(testCluster, lb.Ref, NLB, schemeInternetFacing)
 	got := f.nlbState(name)
 	if got.ipType != "dualstack" {
 		t.Errorf("address type %s, want dualstack", got.ipType)
@@ -135,7 +135,7 @@ func TestNLBAnnotationsMoto(t *testing.T) {
 	a.TargetGroupAttributes = map[string]string{"proxy_protocol_v2.enabled": "false"}
 	a.IPAddressType = "ipv4"
 	no := false
-	a.AccessLog = annotations.AWSAccessLog{Enabled: &no}
+	a.AccessLog = AccessLogOptions{Enabled: &no}
 	ensure(t, p, lb)
 	got = f.nlbState(name)
 	if got.ipType != "ipv4" || got.attrs["access_logs.s3.enabled"] != "false" {
@@ -163,16 +163,16 @@ func TestNLBAnnotationsMoto(t *testing.T) {
 
 	// Internal NLB with private addresses; a wrong count is refused before anything is created.
 	in := testLB("private", f.nodes)
-	in.Annotations.AWS.Type = annotations.AWSNLB
+	optsOf(in).Kind = NLB
 	in.Internal = true
-	in.Annotations.AWS.PrivateIPv4Addresses = []netip.Addr{netip.MustParseAddr("198.18.11.10")}
+	optsOf(in).PrivateIPv4Addresses = []netip.Addr{netip.MustParseAddr("198.18.11.10")}
 	if _, err := p.Ensure(ctx, in); err == nil || !strings.Contains(err.Error(), "1 addresses for 2 subnets") {
 		t.Errorf("one private address for two subnets: %v", err)
 	}
 	if n := len(f.nlbs()); n != 0 {
 		t.Errorf("a refused NLB left %d NLBs", n)
 	}
-	in.Annotations.AWS.PrivateIPv4Addresses = append(in.Annotations.AWS.PrivateIPv4Addresses, netip.MustParseAddr("198.18.12.10"))
+	optsOf(in).PrivateIPv4Addresses = append(optsOf(in).PrivateIPv4Addresses, netip.MustParseAddr("198.18.12.10"))
 	ensure(t, p, in)
 	must(t, p.Delete(ctx, in.Ref))
 }
@@ -200,14 +200,14 @@ func TestSubnetMappings(t *testing.T) {
 // TestClassicAccessLogMoto: access-log attributes land on the Classic ELB and change in place.
 func TestClassicAccessLogMoto(t *testing.T) {
 	f := seed(t, 1)
-	p := f.provider(annotations.AWSClassic)
+	p := f.provider(Classic)
 	ctx := context.Background()
 	lb := testLB("logs", f.nodes)
 	yes := true
 	five := int32(5)
-	lb.Annotations.AWS.AccessLog = annotations.AWSAccessLog{Enabled: &yes, EmitInterval: &five, Bucket: "portico-logs", Prefix: "elb"}
+	optsOf(lb).AccessLog = AccessLogOptions{Enabled: &yes, EmitInterval: &five, Bucket: "portico-logs", Prefix: "elb"}
 	ensure(t, p, lb)
-	name := lbName(testCluster, lb.Ref, annotations.AWSClassic, schemeInternetFacing)
+	name := lbName(testCluster, lb.Ref, Classic, schemeInternetFacing)
 	read := func() string {
 		out, err := elb.NewFromConfig(awsConfig(f.url)).DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(name)})
 		must(t, err)
@@ -221,7 +221,7 @@ func TestClassicAccessLogMoto(t *testing.T) {
 		t.Errorf("access log = %q", got)
 	}
 	no := false
-	lb.Annotations.AWS.AccessLog = annotations.AWSAccessLog{Enabled: &no}
+	optsOf(lb).AccessLog = AccessLogOptions{Enabled: &no}
 	ensure(t, p, lb)
 	if got := read(); !strings.HasSuffix(got, " off") {
 		t.Errorf("after turning it off: %q", got)

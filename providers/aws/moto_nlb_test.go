@@ -15,7 +15,6 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -152,12 +151,12 @@ func (f *fixture) owned() []string {
 
 func TestNLBLifecycleMoto(t *testing.T) {
 	f := seed(t, 3)
-	p := f.provider(annotations.AWSClassic)
+	p := f.provider(Classic)
 	ctx := context.Background()
 	lb := testLB("web", f.nodes[:2])
-	lb.Annotations.AWS.Type = annotations.AWSNLB
-	lb.Annotations.AWS.SSLCert = f.certARN
-	lb.Annotations.AWS.SSLPorts = []string{"https"}
+	optsOf(lb).Kind = NLB
+	optsOf(lb).SSLCert = f.certARN
+	optsOf(lb).SSLPorts = []string{"https"}
 	lb.Ports = []providers.Port{
 		{Name: "dns-tcp", Protocol: providers.TCP, Port: 53, NodePort: 30053},
 		{Name: "dns-udp", Protocol: providers.UDP, Port: 53, NodePort: 30053},
@@ -173,7 +172,7 @@ func TestNLBLifecycleMoto(t *testing.T) {
 	if len(all) != 1 {
 		t.Fatalf("moto holds %d NLBs, want 1: %v", len(all), all)
 	}
-	name := lbName(testCluster, lb.Ref, annotations.AWSNLB, schemeInternetFacing)
+	name := lbName(testCluster, lb.Ref, NLB, schemeInternetFacing)
 	v, ok := all[name]
 	if !ok {
 		t.Fatalf("no NLB named %s: %v", name, all)
@@ -234,7 +233,7 @@ func TestNLBLifecycleMoto(t *testing.T) {
 
 	// A second NLB with the same source range shares the ICMP rule: its steady state writes nothing either.
 	other := testLB("web2", f.nodes[:1])
-	other.Annotations.AWS.Type = annotations.AWSNLB
+	optsOf(other).Kind = NLB
 	other.SourceRanges = lb.SourceRanges
 	ensure(t, p, other)
 	before = f.calls()

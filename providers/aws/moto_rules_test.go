@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -23,13 +22,13 @@ import (
 // the other instead of revoking it.
 func TestSharedMTURuleMoto(t *testing.T) {
 	f := seed(t, 1)
-	p := f.legacyProvider(annotations.AWSNLB)
+	p := f.legacyProvider(NLB)
 	ctx := context.Background()
 	src := []netip.Prefix{netip.MustParsePrefix("198.18.201.0/24")}
 	a, b := testLB("alpha", f.nodes), testLB("beta", f.nodes)
 	b.Ports[0].NodePort = 30081
 	for _, lb := range []*providers.LoadBalancer{a, b} {
-		lb.Annotations.AWS.Type = annotations.AWSNLB
+		optsOf(lb).Kind = NLB
 		lb.SourceRanges = src
 		ensure(t, p, lb)
 	}
@@ -48,7 +47,7 @@ func TestSharedMTURuleMoto(t *testing.T) {
 		t.Fatalf("ICMP rule described %q, want owned by the first Service", d)
 	}
 	must(t, p.Delete(ctx, a.Ref))
-	if d := mtu(); ruleOwner(d) != b.Ref.UID || ruleLB(d) != lbName(testCluster, b.Ref, annotations.AWSNLB, schemeInternetFacing) {
+	if d := mtu(); ruleOwner(d) != b.Ref.UID || ruleLB(d) != lbName(testCluster, b.Ref, NLB, schemeInternetFacing) {
 		t.Errorf("after deleting the first Service the ICMP rule is described %q, want handed over to the second", d)
 	}
 	must(t, p.Delete(ctx, b.Ref))
@@ -92,8 +91,8 @@ func TestStaleNodeGroupRulesMoto(t *testing.T) {
 		return rules
 	}
 	for _, legacy := range []bool{true, false} {
-		for _, kind := range []annotations.AWSType{annotations.AWSNLB, annotations.AWSClassic} {
-			if legacy && kind == annotations.AWSClassic {
+		for _, kind := range []Kind{NLB, Classic} {
+			if legacy && kind == Classic {
 				continue
 			}
 			p := f.provider(kind)
@@ -101,7 +100,7 @@ func TestStaleNodeGroupRulesMoto(t *testing.T) {
 				p = f.legacyProvider(kind)
 			}
 			lb := testLB(fmt.Sprintf("stale-%s-%v", kind, legacy), []providers.Node{f.nodes[0], nodeB})
-			lb.Annotations.AWS.Type = kind
+			optsOf(lb).Kind = kind
 			ensure(t, p, lb)
 			if len(ours(f.nodeSG)) == 0 || len(ours(other)) == 0 {
 				t.Fatalf("%s: rules in %s %v and %s %v, want some in both", kind, f.nodeSG, ours(f.nodeSG), other, ours(other))

@@ -19,7 +19,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -31,13 +30,13 @@ import (
 func TestHundredServicesMoto(t *testing.T) {
 	const perKind = 100
 	f := seed(t, 3)
-	p := f.provider(annotations.AWSClassic)
+	p := f.provider(Classic)
 	ctx := context.Background()
 	var lbs []*providers.LoadBalancer
 	for i := range perKind {
-		for _, kind := range []annotations.AWSType{annotations.AWSNLB, annotations.AWSClassic} {
+		for _, kind := range []Kind{NLB, Classic} {
 			lb := testLB(fmt.Sprintf("%s%03d", kind, i), f.nodes)
-			lb.Annotations.AWS.Type = kind
+			optsOf(lb).Kind = kind
 			lb.Ports[0].NodePort = 30000 + int32(len(lbs))
 			lbs = append(lbs, lb)
 		}
@@ -64,7 +63,7 @@ func TestHundredServicesMoto(t *testing.T) {
 	carried := f.groupsByLB()
 	world := sgRule{Protocol: "tcp", From: 80, To: 80, CIDR: netip.MustParsePrefix("0.0.0.0/0")}
 	for _, lb := range lbs {
-		name := lbName(testCluster, lb.Ref, lb.Annotations.AWS.Type, schemeInternetFacing)
+		name := lbName(testCluster, lb.Ref, optsOf(lb).Kind, schemeInternetFacing)
 		groups, ok := carried[name]
 		if !ok {
 			t.Errorf("%s: no load balancer %s", lb.Ref, name)

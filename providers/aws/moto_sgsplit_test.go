@@ -12,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -21,12 +20,12 @@ import (
 // Back to 10 ranges, the three groups no longer needed are detached and deleted.
 func TestClassicSourceRangeSplitMoto(t *testing.T) {
 	f := seed(t, 2)
-	p := f.provider(annotations.AWSClassic)
+	p := f.provider(Classic)
 	ctx := context.Background()
 	lb := testLB("many", f.nodes)
 	lb.SourceRanges = cidrs(110)
 	ensure(t, p, lb)
-	name := lbName(testCluster, lb.Ref, annotations.AWSClassic, schemeInternetFacing)
+	name := lbName(testCluster, lb.Ref, Classic, schemeInternetFacing)
 	backend := f.backendGroup(p)
 
 	check := func(wantGroups int) {
@@ -90,10 +89,10 @@ func (f *fixture) checkOwnGroups(uid string, rules, want int) []string {
 // rules) take four groups, attached with the backend group.
 func TestNLBSourceRangeSplitMoto(t *testing.T) {
 	f := seed(t, 1)
-	p := f.provider(annotations.AWSNLB)
+	p := f.provider(NLB)
 	ctx := context.Background()
 	lb := testLB("wide", f.nodes)
-	lb.Annotations.AWS.Type = annotations.AWSNLB
+	optsOf(lb).Kind = NLB
 	lb.SourceRanges = cidrs(110)
 	lb.Ports = append(lb.Ports, providers.Port{Name: "alt", Protocol: providers.TCP, Port: 8080, NodePort: 30808})
 	if _, err := p.Ensure(ctx, lb); err == nil || !strings.Contains(err.Error(), "at most 5 groups") {
@@ -106,7 +105,7 @@ func TestNLBSourceRangeSplitMoto(t *testing.T) {
 	ensure(t, p, lb)
 	ids := f.checkOwnGroups(lb.Ref.UID, 2*len(lb.SourceRanges), 4)
 	backend := f.backendGroup(p)
-	if got, want := f.groupsByLB()[lbName(testCluster, lb.Ref, annotations.AWSNLB, schemeInternetFacing)], slices.Sorted(slices.Values(append(ids, backend))); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+	if got, want := f.groupsByLB()[lbName(testCluster, lb.Ref, NLB, schemeInternetFacing)], slices.Sorted(slices.Values(append(ids, backend))); !slices.Equal(slices.Sorted(slices.Values(got)), want) {
 		t.Errorf("NLB groups %v, want %v", got, want)
 	}
 	must(t, p.Delete(ctx, lb.Ref))
@@ -121,9 +120,9 @@ func TestNLBSourceRangeSplitMoto(t *testing.T) {
 // that says so (moto enforces the 60-rule quota as AWS does).
 func TestNLBSourceRangeQuotaMoto(t *testing.T) {
 	f := seed(t, 1)
-	p := f.legacyProvider(annotations.AWSNLB)
+	p := f.legacyProvider(NLB)
 	lb := testLB("wide", f.nodes)
-	lb.Annotations.AWS.Type = annotations.AWSNLB
+	optsOf(lb).Kind = NLB
 	lb.SourceRanges = cidrs(100)
 	_, err := p.Ensure(context.Background(), lb)
 	if err == nil || !strings.Contains(err.Error(), "rules-per-group quota") {

@@ -25,7 +25,6 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -37,7 +36,7 @@ type steadyProvider struct {
 	failOp atomic.Value // string: operation name that fails, "" for none
 }
 
-func (f *fixture) steadyProvider(defaultType annotations.AWSType) *steadyProvider {
+func (f *fixture) steadyProvider(defaultType Kind) *steadyProvider {
 	f.reg = prometheus.NewRegistry()
 	sp := &steadyProvider{}
 	sp.failOp.Store("")
@@ -158,7 +157,7 @@ func (r motoRecorder) stop() map[string]int {
 // next verification, and an Ensure after a failed one converges in full.
 func TestSteadyStateCallsMoto(t *testing.T) {
 	f := seed(t, 3)
-	sp := f.steadyProvider(annotations.AWSClassic)
+	sp := f.steadyProvider(Classic)
 	p := sp.Provider
 	var lbs []*providers.LoadBalancer
 	for i := range 60 {
@@ -168,7 +167,7 @@ func TestSteadyStateCallsMoto(t *testing.T) {
 			{Name: "b", Protocol: providers.TCP, Port: 443, NodePort: 30443},
 		}
 		if i < 40 {
-			lb.Annotations.AWS.Type = annotations.AWSNLB
+			optsOf(lb).Kind = NLB
 		}
 		lbs = append(lbs, lb)
 	}
@@ -222,7 +221,7 @@ func TestSteadyStateCallsMoto(t *testing.T) {
 
 	// Out of band: a listener of svc00 goes. Within the verify period nothing reads it back.
 	c := elbv2.NewFromConfig(awsConfig(f.url))
-	name := lbName(testCluster, lbs[0].Ref, annotations.AWSNLB, schemeInternetFacing)
+	name := lbName(testCluster, lbs[0].Ref, NLB, schemeInternetFacing)
 	listeners := func() []int32 {
 		out, err := c.DescribeLoadBalancers(context.Background(), &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
 		must(t, err)

@@ -15,74 +15,18 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-// nlbAPI manages Network Load Balancers and their tags.
-type nlbAPI interface {
-	DescribeLoadBalancers(ctx context.Context, in *elbv2.DescribeLoadBalancersInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeLoadBalancersOutput, error)
-	CreateLoadBalancer(ctx context.Context, in *elbv2.CreateLoadBalancerInput, opts ...func(*elbv2.Options)) (*elbv2.CreateLoadBalancerOutput, error)
-	DeleteLoadBalancer(ctx context.Context, in *elbv2.DeleteLoadBalancerInput, opts ...func(*elbv2.Options)) (*elbv2.DeleteLoadBalancerOutput, error)
-	DescribeTags(ctx context.Context, in *elbv2.DescribeTagsInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTagsOutput, error)
-	AddTags(ctx context.Context, in *elbv2.AddTagsInput, opts ...func(*elbv2.Options)) (*elbv2.AddTagsOutput, error)
-	RemoveTags(ctx context.Context, in *elbv2.RemoveTagsInput, opts ...func(*elbv2.Options)) (*elbv2.RemoveTagsOutput, error)
-	DescribeLoadBalancerAttributes(ctx context.Context, in *elbv2.DescribeLoadBalancerAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeLoadBalancerAttributesOutput, error)
-	ModifyLoadBalancerAttributes(ctx context.Context, in *elbv2.ModifyLoadBalancerAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyLoadBalancerAttributesOutput, error)
-	SetSubnets(ctx context.Context, in *elbv2.SetSubnetsInput, opts ...func(*elbv2.Options)) (*elbv2.SetSubnetsOutput, error)
-	SetIpAddressType(ctx context.Context, in *elbv2.SetIpAddressTypeInput, opts ...func(*elbv2.Options)) (*elbv2.SetIpAddressTypeOutput, error)
-	SetSecurityGroups(ctx context.Context, in *elbv2.SetSecurityGroupsInput, opts ...func(*elbv2.Options)) (*elbv2.SetSecurityGroupsOutput, error)
-}
-
-var _ nlbAPI = (*elbv2.Client)(nil)
-
 // describeTagsBatch is the most resources one ELBv2 DescribeTags call takes.
 const describeTagsBatch = 20
 
-// ensureNLB finds the NLB by its name, or creates it after looking for load balancers of the
-// Service it replaces, and converges listeners, target groups, targets, attributes and node
-// security-group rules.
+// ensureNLB converges the NLB of d: found (and adopted: tags, subnets, address type) or created,
+// then its listeners and target groups, its attributes, and its security: its own groups when
+// it has them, per-Service node rules when it is an NLB without groups.
 func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB, insts []instance) (*lbRecord, error) {
-	api := nlbAPI(p.elbv2)
-	cur, err := p.findNLB(ctx, d.Name)
+	rec, err := p.findOrCreateNLB(ctx, ref, d, insts)
 	if err != nil {
 		return nil, err
 	}
-	var rec *lbRecord
-	if cur == nil {
-		rec, err = p.createNLB(ctx, ref, d, insts)
-		if err != nil {
-			return nil, err
-		}
-	} else {
-		tags, err := p.nlbTags(ctx, []string{aws.ToString(cur.LoadBalancerArn)})
-		if err != nil {
-			return nil, err
-		}
-		rec = nlbRecord(cur, tags[aws.ToString(cur.LoadBalancerArn)])
-		if !ownedBy(rec.Tags, p.cluster, ref.UID) {
-			return nil, fmt.Errorf("load balancer %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
-		}
-		if err := p.tagNLB(ctx, rec, d.Tags); err != nil {
-			return nil, err
-		}
-		if len(d.Subnets) > 0 {
-			want, err := p.namedSubnets(ctx, d.Subnets)
-			if err != nil {
-				return nil, err
-			}
-			if !slices.Equal(subnetIDs(want), rec.Subnets) {
-				if _, err := api.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: aws.String(rec.ARN), Subnets: subnetIDs(want)}); err != nil {
-					return nil, fmt.Errorf("setting subnets of %s: %w", d.Name, err)
-				}
-				rec.Subnets = subnetIDs(want)
-			}
-		}
-		if rec.IPAddressType != d.NLB.IPAddressType {
-			if _, err := api.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: aws.String(rec.ARN), IpAddressType: elbv2types.IpAddressType(d.NLB.IPAddressType)}); err != nil {
-				return nil, fmt.Errorf("setting the address type of %s to %s: %w", d.Name, d.NLB.IPAddressType, err)
-			}
-			rec.IPAddressType = d.NLB.IPAddressType
-		}
-	}
-	vpc := rec.VPC
-	if err := p.reconcileListeners(ctx, d, rec, vpc, instanceIDsOf(insts)); err != nil {
+	if err := p.reconcileListeners(ctx, d, rec, rec.VPC, instanceIDsOf(insts)); err != nil {
 		return nil, err
 	}
 	if err := p.reconcileNLBAttributes(ctx, d, rec); err != nil {
@@ -93,24 +37,91 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 		return nil, err
 	}
 	if len(rec.SecurityGroups) > 0 {
-		if err := p.reconcileNLBSecurity(ctx, ref, d, rec, insts); err != nil {
-			return nil, err
-		}
-		return rec, nil
+		err = p.reconcileNLBSecurity(ctx, ref, d, rec, insts)
+	} else {
+		err = p.reconcileNLBNodeRules(ctx, ref, d, rec, insts, subnets)
 	}
-	// An NLB without security groups (created so by an older Portico): per-Service rules in
-	// the nodes' groups, as cloud-provider-aws writes them.
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// findOrCreateNLB returns the record of d's NLB: the existing one, owned by ref and brought to
+// d's tags, subnets and address type, or a new one.
+func (p *Provider) findOrCreateNLB(ctx context.Context, ref providers.Ref, d desiredLB, insts []instance) (*lbRecord, error) {
+	cur, err := p.findNLB(ctx, d.Name)
+	if err != nil {
+		return nil, err
+	}
+	if cur == nil {
+		return p.createNLB(ctx, ref, d, insts)
+	}
+	tags, err := p.nlbTags(ctx, []string{aws.ToString(cur.LoadBalancerArn)})
+	if err != nil {
+		return nil, err
+	}
+	rec := nlbRecord(cur, tags[aws.ToString(cur.LoadBalancerArn)])
+	if !ownedBy(rec.Tags, p.cluster, ref.UID) {
+		return nil, fmt.Errorf("load balancer %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+	}
+	if err := p.tagNLB(ctx, rec, d.Tags); err != nil {
+		return nil, err
+	}
+	if err := p.reconcileNLBSubnets(ctx, d, rec); err != nil {
+		return nil, err
+	}
+	if err := p.reconcileNLBAddressType(ctx, d, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// reconcileNLBSubnets moves an existing NLB to the subnets the Service names, if it names any.
+func (p *Provider) reconcileNLBSubnets(ctx context.Context, d desiredLB, rec *lbRecord) error {
+	if len(d.Subnets) == 0 {
+		return nil
+	}
+	want, err := p.namedSubnets(ctx, d.Subnets)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(subnetIDs(want), rec.Subnets) {
+		if _, err := p.api.nlb.SetSubnets(ctx, &elbv2.SetSubnetsInput{LoadBalancerArn: aws.String(rec.ARN), Subnets: subnetIDs(want)}); err != nil {
+			return fmt.Errorf("setting subnets of %s: %w", d.Name, err)
+		}
+		rec.Subnets = subnetIDs(want)
+	}
+	return nil
+}
+
+// reconcileNLBAddressType sets an existing NLB's address type (ipv4 or dualstack).
+func (p *Provider) reconcileNLBAddressType(ctx context.Context, d desiredLB, rec *lbRecord) error {
+	if rec.IPAddressType == d.NLB.IPAddressType {
+		return nil
+	}
+	if _, err := p.api.nlb.SetIpAddressType(ctx, &elbv2.SetIpAddressTypeInput{LoadBalancerArn: aws.String(rec.ARN), IpAddressType: elbv2types.IpAddressType(d.NLB.IPAddressType)}); err != nil {
+		return fmt.Errorf("setting the address type of %s to %s: %w", d.Name, d.NLB.IPAddressType, err)
+	}
+	rec.IPAddressType = d.NLB.IPAddressType
+	return nil
+}
+
+// reconcileNLBNodeRules converges an NLB without security groups (created so by an older
+// Portico): per-Service rules in the nodes' groups, as cloud-provider-aws writes them, and the
+// removal of such rules from groups no node uses any more.
+func (p *Provider) reconcileNLBNodeRules(ctx context.Context, ref providers.Ref, d desiredLB, rec *lbRecord, insts []instance, subnets []subnet) error {
 	if !d.ManageNodeRules {
-		return rec, nil
+		return nil
 	}
 	groups, err := p.nodeSecurityGroups(ctx, insts)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rules := nlbNodeRules(d, subnetCIDRs(subnets))
 	for _, g := range groups {
 		if err := p.reconcileRules(ctx, g, ref.UID, d.Name, rules); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// Groups holding rules on this load balancer's node ports that no node uses any more.
@@ -122,10 +133,7 @@ func (p *Provider) ensureNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	}
 	slices.Sort(ports)
 	ports = slices.Compact(ports)
-	if err := p.revokeStaleNodeRules(ctx, ref.UID, d.Name, vpc, groups, []ec2Filter{{Name: aws.String("ip-permission.from-port"), Values: ports}}); err != nil {
-		return nil, err
-	}
-	return rec, nil
+	return p.revokeStaleNodeRules(ctx, ref.UID, d.Name, rec.VPC, groups, []ec2Filter{{Name: aws.String("ip-permission.from-port"), Values: ports}})
 }
 
 // reconcileNLBSecurity converges an NLB that has security groups: its own frontend groups'
@@ -147,7 +155,7 @@ func (p *Provider) reconcileNLBSecurity(ctx context.Context, ref providers.Ref, 
 		}
 	}
 	if !slices.Equal(rec.SecurityGroups, groups) {
-		if _, err := nlbAPI(p.elbv2).SetSecurityGroups(ctx, &elbv2.SetSecurityGroupsInput{LoadBalancerArn: aws.String(rec.ARN), SecurityGroups: groups}); err != nil {
+		if _, err := p.api.nlb.SetSecurityGroups(ctx, &elbv2.SetSecurityGroupsInput{LoadBalancerArn: aws.String(rec.ARN), SecurityGroups: groups}); err != nil {
 			return fmt.Errorf("setting security groups of %s: %w", d.Name, err)
 		}
 		rec.SecurityGroups = groups
@@ -213,7 +221,7 @@ func (p *Provider) createNLB(ctx context.Context, ref providers.Ref, d desiredLB
 	if in.SubnetMappings == nil {
 		in.Subnets = subnetIDs(subnets)
 	}
-	out, err := nlbAPI(p.elbv2).CreateLoadBalancer(ctx, in)
+	out, err := p.api.nlb.CreateLoadBalancer(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("creating NLB %s: %w", d.Name, err)
 	}
@@ -252,7 +260,7 @@ func subnetMappings(n nlbSpec, subnets []subnet) ([]elbv2types.SubnetMapping, er
 func nlbRecord(lb *elbv2types.LoadBalancer, tags map[string]string) *lbRecord {
 	rec := &lbRecord{
 		IPAddressType: string(lb.IpAddressType),
-		Kind:          annotations.AWSNLB,
+		Kind:          NLB,
 		Name:          aws.ToString(lb.LoadBalancerName),
 		ARN:           aws.ToString(lb.LoadBalancerArn),
 		DNSName:       aws.ToString(lb.DNSName),
@@ -270,7 +278,7 @@ func nlbRecord(lb *elbv2types.LoadBalancer, tags map[string]string) *lbRecord {
 
 // findNLB describes the NLB named name; nil when there is none.
 func (p *Provider) findNLB(ctx context.Context, name string) (*elbv2types.LoadBalancer, error) {
-	out, err := nlbAPI(p.elbv2).DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
+	out, err := p.api.nlb.DescribeLoadBalancers(ctx, &elbv2.DescribeLoadBalancersInput{Names: []string{name}})
 	if isCode(err, "LoadBalancerNotFound") {
 		return nil, nil
 	}
@@ -283,66 +291,6 @@ func (p *Provider) findNLB(ctx context.Context, name string) (*elbv2types.LoadBa
 		}
 	}
 	return nil, nil
-}
-
-// nlbTags reads the tags of ELBv2 resources (load balancers or target groups), 20 per call.
-func (p *Provider) nlbTags(ctx context.Context, arns []string) (map[string]map[string]string, error) {
-	out := map[string]map[string]string{}
-	for chunk := range slices.Chunk(arns, describeTagsBatch) {
-		res, err := nlbAPI(p.elbv2).DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: chunk})
-		if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
-			// One went away meanwhile: read the rest one by one.
-			for _, arn := range chunk {
-				one, err := nlbAPI(p.elbv2).DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{arn}})
-				if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
-					continue
-				}
-				if err != nil {
-					return nil, fmt.Errorf("describing tags: %w", err)
-				}
-				addTagDescriptions(out, one.TagDescriptions)
-			}
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("describing tags: %w", err)
-		}
-		addTagDescriptions(out, res.TagDescriptions)
-	}
-	return out, nil
-}
-
-func addTagDescriptions(out map[string]map[string]string, tds []elbv2types.TagDescription) {
-	for _, td := range tds {
-		m := map[string]string{}
-		for _, t := range td.Tags {
-			m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-		}
-		out[aws.ToString(td.ResourceArn)] = m
-	}
-}
-
-// tagNLB adds the desired tags the NLB lacks (additional tags added to the Service later).
-func (p *Provider) tagNLB(ctx context.Context, rec *lbRecord, want map[string]string) error {
-	missing := missingTags(rec.Tags, want)
-	if len(missing) == 0 {
-		return nil
-	}
-	if _, err := nlbAPI(p.elbv2).AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(missing)}); err != nil {
-		return fmt.Errorf("tagging NLB %s: %w", rec.Name, err)
-	}
-	maps.Copy(rec.Tags, missing)
-	return nil
-}
-
-func missingTags(have, want map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // reconcileNLBAttributes sets the load-balancer attributes the Service asks for (cross-zone,
@@ -358,7 +306,7 @@ func (p *Provider) reconcileNLBAttributes(ctx context.Context, d desiredLB, rec 
 	if len(want) == 0 {
 		return nil
 	}
-	api := nlbAPI(p.elbv2)
+	api := p.api.nlb
 	out, err := api.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: aws.String(rec.ARN)})
 	if err != nil {
 		return fmt.Errorf("describing attributes of %s: %w", rec.Name, err)
@@ -405,7 +353,7 @@ func (p *Provider) deleteNLBByARN(ctx context.Context, ref providers.Ref, name, 
 	if err != nil {
 		return err
 	}
-	if _, err := nlbAPI(p.elbv2).DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: aws.String(arn)}); err != nil && !isCode(err, "LoadBalancerNotFound") {
+	if _, err := p.api.nlb.DeleteLoadBalancer(ctx, &elbv2.DeleteLoadBalancerInput{LoadBalancerArn: aws.String(arn)}); err != nil && !isCode(err, "LoadBalancerNotFound") {
 		return fmt.Errorf("deleting NLB %s: %w", name, err)
 	}
 	p.log.Info("Deleted NLB", "service", ref, "name", name)
@@ -415,26 +363,4 @@ func (p *Provider) deleteNLBByARN(ctx context.Context, ref providers.Ref, name, 
 		}
 	}
 	return nil
-}
-
-// untagLB removes one tag from a load balancer of either kind.
-func (p *Provider) untagLB(ctx context.Context, rec *lbRecord, key string) error {
-	var err error
-	if rec.Kind == annotations.AWSNLB {
-		_, err = nlbAPI(p.elbv2).RemoveTags(ctx, &elbv2.RemoveTagsInput{ResourceArns: []string{rec.ARN}, TagKeys: []string{key}})
-	} else {
-		err = p.untagClassic(ctx, rec.Name, key)
-	}
-	if err != nil {
-		return fmt.Errorf("removing tag %s from %s: %w", key, rec.Name, err)
-	}
-	return nil
-}
-
-func toELBv2Tags(m map[string]string) []elbv2types.Tag {
-	var out []elbv2types.Tag
-	for _, k := range sortedKeys(m) {
-		out = append(out, elbv2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
 }

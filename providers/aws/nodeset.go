@@ -10,7 +10,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -85,7 +84,7 @@ func (p *Provider) nodesOnly(ctx context.Context, ref providers.Ref, d desiredLB
 	if rec == nil || !ownedBy(rec.Tags, p.cluster, ref.UID) || rec.Tags[tagApplied] != x.hash || rec.Tags[tagReplaces] != "" {
 		return nil, false, nil
 	}
-	if d.Kind == annotations.AWSNLB && (len(rec.SecurityGroups) == 0 || len(x.targetGroups) != len(d.NLB.Listeners)) {
+	if d.Kind == NLB && (len(rec.SecurityGroups) == 0 || len(x.targetGroups) != len(d.NLB.Listeners)) {
 		// Per-Service node rules (an NLB without groups) follow the node set: full path.
 		return nil, false, nil
 	}
@@ -106,7 +105,7 @@ func (p *Provider) nodesOnly(ctx context.Context, ref providers.Ref, d desiredLB
 	}
 	// What the reader holds of it is stale from the first write on.
 	p.reader(d.Kind).forget(d.Name)
-	if d.Kind == annotations.AWSNLB {
+	if d.Kind == NLB {
 		for _, tg := range x.targetGroups {
 			if err := p.registerTargets(ctx, tg, add, remove); err != nil {
 				return nil, false, err
@@ -126,7 +125,7 @@ func (p *Provider) nodesOnly(ctx context.Context, ref providers.Ref, d desiredLB
 
 // registerTargets registers add on the target group before deregistering remove.
 func (p *Provider) registerTargets(ctx context.Context, tg string, add, remove []string) error {
-	api := targetGroupAPI(p.elbv2)
+	api := p.api.targetGroups
 	if len(add) > 0 {
 		if _, err := api.RegisterTargets(ctx, &elbv2.RegisterTargetsInput{TargetGroupArn: aws.String(tg), Targets: targets(add)}); err != nil {
 			return fmt.Errorf("registering targets with %s: %w", tg, err)
@@ -143,12 +142,12 @@ func (p *Provider) registerTargets(ctx context.Context, tg string, add, remove [
 // registerInstances registers add with the Classic ELB before deregistering remove.
 func (p *Provider) registerInstances(ctx context.Context, name string, add, remove []string) error {
 	if len(add) > 0 {
-		if _, err := p.clb().RegisterInstancesWithLoadBalancer(ctx, &elb.RegisterInstancesWithLoadBalancerInput{LoadBalancerName: aws.String(name), Instances: elbInstances(add)}); err != nil {
+		if _, err := p.api.classic.RegisterInstancesWithLoadBalancer(ctx, &elb.RegisterInstancesWithLoadBalancerInput{LoadBalancerName: aws.String(name), Instances: elbInstances(add)}); err != nil {
 			return fmt.Errorf("registering instances with %s: %w", name, err)
 		}
 	}
 	if len(remove) > 0 {
-		if _, err := p.clb().DeregisterInstancesFromLoadBalancer(ctx, &elb.DeregisterInstancesFromLoadBalancerInput{LoadBalancerName: aws.String(name), Instances: elbInstances(remove)}); err != nil {
+		if _, err := p.api.classic.DeregisterInstancesFromLoadBalancer(ctx, &elb.DeregisterInstancesFromLoadBalancerInput{LoadBalancerName: aws.String(name), Instances: elbInstances(remove)}); err != nil {
 			return fmt.Errorf("deregistering instances from %s: %w", name, err)
 		}
 	}

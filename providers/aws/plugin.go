@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -21,7 +19,7 @@ import (
 var Plugin = providers.Plugin{
 	Name: "aws",
 	NewConfig: func() providers.Config {
-		return &Config{DefaultType: string(annotations.AWSClassic), VerifyPeriod: metav1.Duration{Duration: DefaultVerifyPeriod}}
+		return &Config{DefaultType: string(Classic), VerifyPeriod: metav1.Duration{Duration: DefaultVerifyPeriod}}
 	},
 }
 
@@ -92,10 +90,10 @@ func (c *Config) Validate(root *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(root.Child("endpoint"), c.Endpoint, "must be an http(s) URL such as https://vpce-123.elasticloadbalancing.eu-west-1.vpce.amazonaws.com"))
 		}
 	}
-	switch annotations.AWSType(c.DefaultType) {
-	case annotations.AWSClassic, annotations.AWSNLB:
+	switch Kind(c.DefaultType) {
+	case Classic, NLB:
 	default:
-		errs = append(errs, field.NotSupported(root.Child("defaultType"), c.DefaultType, []string{string(annotations.AWSClassic), string(annotations.AWSNLB)}))
+		errs = append(errs, field.NotSupported(root.Child("defaultType"), c.DefaultType, []string{string(Classic), string(NLB)}))
 	}
 	for _, k := range sortedKeys(c.ExtraTags) {
 		if msg := checkTag(k, c.ExtraTags[k]); msg != "" {
@@ -130,7 +128,7 @@ func (c *Config) New(ctx context.Context, env providers.Env) (providers.Provider
 	return NewWithConfig(awsCfg, Options{
 		ClusterName:    env.ClusterName,
 		Endpoint:       c.Endpoint,
-		DefaultType:    annotations.AWSType(c.DefaultType),
+		DefaultType:    Kind(c.DefaultType),
 		ExtraTags:      c.ExtraTags,
 		Subnets:        c.Subnets,
 		SecurityGroups: c.SecurityGroups,
@@ -161,25 +159,4 @@ func parseTagList(s string) (map[string]string, error) {
 		m[k] = strings.TrimSpace(v)
 	}
 	return m, nil
-}
-
-func checkTag(k, v string) string {
-	switch {
-	case k == "" || len(k) > 128:
-		return "tag keys must be 1-128 characters"
-	case strings.HasPrefix(strings.ToLower(k), "aws:"):
-		return `tag keys must not start with "aws:"`
-	case len(v) > 256:
-		return "tag values must be at most 256 characters"
-	}
-	return ""
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

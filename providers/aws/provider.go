@@ -10,13 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
-	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -26,7 +22,7 @@ type Options struct {
 	ClusterName string
 	// Endpoint overrides every service's endpoint when not empty.
 	Endpoint       string
-	DefaultType    annotations.AWSType
+	DefaultType    Kind
 	ExtraTags      map[string]string
 	Subnets        []string
 	SecurityGroups []string
@@ -48,9 +44,7 @@ type Options struct {
 // batched reads (applied.go), so a restarted provider converges every load balancer once.
 type Provider struct {
 	opts    Options
-	ec2     *ec2.Client
-	elb     *elb.Client
-	elbv2   *elbv2.Client
+	api     clients
 	calls   *apiCalls
 	log     logr.Logger
 	cluster string
@@ -89,7 +83,7 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 		return nil, errors.New("the AWS provider needs a cluster name for its ownership tags")
 	}
 	if opts.DefaultType == "" {
-		opts.DefaultType = annotations.AWSClassic
+		opts.DefaultType = Classic
 	}
 	calls, err := newAPICalls(opts.Metrics)
 	if err != nil {
@@ -109,9 +103,7 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 	}
 	p := &Provider{
 		opts:      opts,
-		ec2:       ec2.NewFromConfig(cfg),
-		elb:       elb.NewFromConfig(cfg),
-		elbv2:     elbv2.NewFromConfig(cfg),
+		api:       newClients(cfg),
 		calls:     calls,
 		log:       opts.Logger,
 		cluster:   opts.ClusterName,
@@ -140,7 +132,7 @@ func (p *Provider) Capabilities() providers.Capabilities {
 
 // lbRecord is an existing load balancer the provider owns, of either kind.
 type lbRecord struct {
-	Kind    annotations.AWSType
+	Kind    Kind
 	Name    string
 	ARN     string // NLB only
 	DNSName string
@@ -218,7 +210,7 @@ func (p *Provider) converge(ctx context.Context, ref providers.Ref, d desiredLB)
 		return nil, err
 	}
 	switch d.Kind {
-	case annotations.AWSNLB:
+	case NLB:
 		return p.ensureNLB(ctx, ref, d, nodes)
 	default:
 		return p.ensureClassic(ctx, ref, d, nodes)
@@ -252,10 +244,10 @@ func (p *Provider) finishReplacement(ctx context.Context, ref providers.Ref, rec
 	}
 	for _, item := range strings.Fields(v) {
 		kind, name, _ := strings.Cut(item, "/")
-		if name == rec.Name && annotations.AWSType(kind) == rec.Kind {
+		if name == rec.Name && Kind(kind) == rec.Kind {
 			continue
 		}
-		if err := p.deleteLB(ctx, ref, annotations.AWSType(kind), name); err != nil {
+		if err := p.deleteLB(ctx, ref, Kind(kind), name); err != nil {
 			return fmt.Errorf("deleting replaced load balancer %s: %w", name, err)
 		}
 	}
@@ -304,7 +296,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 	for _, r := range recs {
 		p.verified.forget(r.Name)
 		p.reader(r.Kind).forget(r.Name)
-		if r.Kind == annotations.AWSNLB {
+		if r.Kind == NLB {
 			scan = scan || len(r.SecurityGroups) == 0
 			err = p.deleteNLBByARN(ctx, ref, r.Name, r.ARN)
 		} else {
@@ -331,7 +323,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 }
 
 // deleteLB deletes one load balancer and what belongs to it alone.
-func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind annotations.AWSType, name string) error {
+func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind Kind, name string) error {
 	if err := p.deleteLoadBalancer(ctx, ref, kind, name); err != nil {
 		return err
 	}
@@ -342,10 +334,10 @@ func (p *Provider) deleteLB(ctx context.Context, ref providers.Ref, kind annotat
 }
 
 // deleteLoadBalancer deletes one load balancer (an NLB with its target groups).
-func (p *Provider) deleteLoadBalancer(ctx context.Context, ref providers.Ref, kind annotations.AWSType, name string) error {
+func (p *Provider) deleteLoadBalancer(ctx context.Context, ref providers.Ref, kind Kind, name string) error {
 	p.verified.forget(name)
 	p.reader(kind).forget(name)
-	if kind == annotations.AWSNLB {
+	if kind == NLB {
 		return p.deleteNLB(ctx, ref, name)
 	}
 	return p.deleteClassic(ctx, name)
@@ -357,7 +349,7 @@ func (p *Provider) deleteLoadBalancer(ctx context.Context, ref providers.Ref, ki
 func (p *Provider) findOwnedLBs(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
 	var out []lbRecord
 	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
-		name := lbName(p.cluster, ref, annotations.AWSNLB, scheme)
+		name := lbName(p.cluster, ref, NLB, scheme)
 		lb, err := p.findNLB(ctx, name)
 		if err != nil {
 			return nil, err
@@ -372,7 +364,7 @@ func (p *Provider) findOwnedLBs(ctx context.Context, ref providers.Ref) ([]lbRec
 				out = append(out, *nlbRecord(lb, tags[arn]))
 			}
 		}
-		name = lbName(p.cluster, ref, annotations.AWSClassic, scheme)
+		name = lbName(p.cluster, ref, Classic, scheme)
 		clb, err := p.findClassic(ctx, name)
 		if err != nil {
 			return nil, err

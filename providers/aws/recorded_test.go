@@ -20,8 +20,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/portico-lb/portico/annotations"
 )
 
 // classicDescribe is DescribeLoadBalancers as AWS answers it for a Classic ELB with an SSL
@@ -99,7 +97,7 @@ func TestClassicListenerDiffRecorded(t *testing.T) {
 			p := recordedProvider(t, rec)
 			lb := testLB("svc", nil)
 			lb.Ports[0].Port, lb.Ports[0].NodePort = 443, 30443
-			lb.Annotations.AWS = annotations.AWS{Type: annotations.AWSClassic, SSLCert: "arn:aws:acm:us-east-1:123456789012:certificate/c"}
+			lb.Options = ServiceOptions{Kind: Classic, SSLCert: "arn:aws:acm:us-east-1:123456789012:certificate/c"}
 			d, err := p.desired(lb)
 			if err != nil {
 				t.Fatal(err)

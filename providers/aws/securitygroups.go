@@ -12,23 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
-
-// securityGroupAPI manages the node groups' rules and the Classic ELBs' own groups.
-type securityGroupAPI interface {
-	DescribeSecurityGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
-	CreateSecurityGroup(ctx context.Context, in *ec2.CreateSecurityGroupInput, opts ...func(*ec2.Options)) (*ec2.CreateSecurityGroupOutput, error)
-	DeleteSecurityGroup(ctx context.Context, in *ec2.DeleteSecurityGroupInput, opts ...func(*ec2.Options)) (*ec2.DeleteSecurityGroupOutput, error)
-	AuthorizeSecurityGroupIngress(ctx context.Context, in *ec2.AuthorizeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.AuthorizeSecurityGroupIngressOutput, error)
-	RevokeSecurityGroupIngress(ctx context.Context, in *ec2.RevokeSecurityGroupIngressInput, opts ...func(*ec2.Options)) (*ec2.RevokeSecurityGroupIngressOutput, error)
-	UpdateSecurityGroupRuleDescriptionsIngress(ctx context.Context, in *ec2.UpdateSecurityGroupRuleDescriptionsIngressInput, opts ...func(*ec2.Options)) (*ec2.UpdateSecurityGroupRuleDescriptionsIngressOutput, error)
-}
-
-var _ securityGroupAPI = (*ec2.Client)(nil)
-
-func (p *Provider) sgAPI() securityGroupAPI { return p.ec2 }
 
 // nodeSecurityGroups returns, per distinct group, the security group of each backend instance
 // the provider adds rules to: the instance's group tagged for this cluster, or its only group.
@@ -123,7 +108,7 @@ func (p *Provider) reconcileRuleSets(ctx context.Context, uid, lbName string, se
 			continue
 		}
 		id := aws.ToString(sets[i].group.GroupId)
-		_, err := p.sgAPI().AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
+		_, err := p.api.groups.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
 			GroupId: aws.String(id), IpPermissions: permissions(add, uid, lbName),
 		})
 		if isCode(err, "InvalidPermission.Duplicate") {
@@ -175,7 +160,7 @@ func ruleDiff(g ec2types.SecurityGroup, uid, lbName string, want []sgRule) (add,
 
 func (p *Provider) authorizeEach(ctx context.Context, id string, rules []sgRule, uid, lbName string) error {
 	for _, r := range rules {
-		_, err := p.sgAPI().AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
+		_, err := p.api.groups.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{
 			GroupId: aws.String(id), IpPermissions: permissions([]sgRule{r}, uid, lbName),
 		})
 		if err != nil && !isCode(err, "InvalidPermission.Duplicate") {
@@ -186,7 +171,7 @@ func (p *Provider) authorizeEach(ctx context.Context, id string, rules []sgRule,
 }
 
 func (p *Provider) revoke(ctx context.Context, id string, rules []sgRule, uid, lbName string) error {
-	_, err := p.sgAPI().RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{
+	_, err := p.api.groups.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{
 		GroupId: aws.String(id), IpPermissions: permissions(rules, uid, lbName),
 	})
 	if err != nil && !isCode(err, "InvalidPermission.NotFound", "InvalidGroup.NotFound") {
@@ -231,7 +216,7 @@ func (p *Provider) revokeOwned(ctx context.Context, g ec2types.SecurityGroup, ru
 			gone = append(gone, r)
 			continue
 		}
-		_, err := p.sgAPI().UpdateSecurityGroupRuleDescriptionsIngress(ctx, &ec2.UpdateSecurityGroupRuleDescriptionsIngressInput{
+		_, err := p.api.groups.UpdateSecurityGroupRuleDescriptionsIngress(ctx, &ec2.UpdateSecurityGroupRuleDescriptionsIngressInput{
 			GroupId: aws.String(id), IpPermissions: permissions([]sgRule{r}, heirUID, heirLB),
 		})
 		if err != nil {
@@ -369,7 +354,7 @@ func permissions(rules []sgRule, uid, lbName string) []ec2types.IpPermission {
 
 func (p *Provider) describeGroups(ctx context.Context, in *ec2.DescribeSecurityGroupsInput) ([]ec2types.SecurityGroup, error) {
 	var out []ec2types.SecurityGroup
-	pager := ec2.NewDescribeSecurityGroupsPaginator(p.sgAPI(), in)
+	pager := ec2.NewDescribeSecurityGroupsPaginator(p.api.groups, in)
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -415,7 +400,7 @@ func (p *Provider) ensureOwnSecurityGroups(ctx context.Context, d desiredLB, vpc
 			delete(byName, name)
 			continue
 		}
-		out, err := p.sgAPI().CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+		out, err := p.api.groups.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
 			GroupName:   aws.String(name),
 			Description: aws.String("Portico: " + kindName(d.Kind) + " " + d.Name + " for Service " + d.Tags[tagServiceName]),
 			VpcId:       aws.String(vpc),
@@ -439,7 +424,7 @@ func (p *Provider) ensureOwnSecurityGroups(ctx context.Context, d desiredLB, vpc
 
 // deleteSecurityGroup deletes one owned group; one still attached asks for a retry.
 func (p *Provider) deleteSecurityGroup(ctx context.Context, id string) error {
-	_, err := p.sgAPI().DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
+	_, err := p.api.groups.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
 	switch {
 	case isCode(err, "DependencyViolation"):
 		return providers.RetryAfter(retryDetach, "security group %s is still in use while its load balancer lets go of it", id)
@@ -486,41 +471,6 @@ func (p *Provider) convergeOwnGroups(ctx context.Context, ref providers.Ref, d d
 	return attach, extra, nil
 }
 
-// splitRules packs rules into as few groups of at most limit rules as it can, keeping the
-// rules of one source together while a source fits in a group, in a stable order (sources
-// sorted), so that the same rules always land in the same groups.
-func splitRules(rules []sgRule, limit int) [][]sgRule {
-	bySource := map[string][]sgRule{}
-	for _, r := range rules {
-		src := r.Group
-		if src == "" {
-			src = r.CIDR.String()
-		}
-		bySource[src] = append(bySource[src], r)
-	}
-	var out [][]sgRule
-	var cur []sgRule
-	for _, src := range sortedKeys(bySource) {
-		rs := bySource[src]
-		slices.SortFunc(rs, func(a, b sgRule) int { return strings.Compare(a.key(), b.key()) })
-		if len(cur)+len(rs) > limit && len(cur) > 0 {
-			out = append(out, cur)
-			cur = nil
-		}
-		for len(rs) > limit-len(cur) {
-			k := limit - len(cur)
-			cur = append(cur, rs[:k]...)
-			out = append(out, cur)
-			cur, rs = nil, rs[k:]
-		}
-		cur = append(cur, rs...)
-	}
-	if len(cur) > 0 || len(out) == 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
 // deleteOwnedSecurityGroups deletes the groups tagged as owned for ref (only lbName's when set).
 // A group still attached to a load balancer being deleted asks for a retry.
 func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.Ref, lbName string) error {
@@ -544,7 +494,7 @@ func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.
 		return err
 	}
 	for _, g := range groups {
-		_, err := p.sgAPI().DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: g.GroupId})
+		_, err := p.api.groups.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: g.GroupId})
 		switch {
 		case isCode(err, "DependencyViolation"):
 			return providers.RetryAfter(retryDetach, "security group %s is still in use while its load balancer is deleted", aws.ToString(g.GroupId))
@@ -553,19 +503,4 @@ func (p *Provider) deleteOwnedSecurityGroups(ctx context.Context, ref providers.
 		}
 	}
 	return nil
-}
-
-func toEC2Tags(m map[string]string) []ec2types.Tag {
-	var out []ec2types.Tag
-	for _, k := range sortedKeys(m) {
-		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
-	}
-	return out
-}
-
-func kindName(k annotations.AWSType) string {
-	if k == annotations.AWSNLB {
-		return "NLB"
-	}
-	return "Classic ELB"
 }

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/portico-lb/portico/annotations"
 )
 
 func cidrs(n int) []netip.Prefix {
@@ -22,8 +20,8 @@ func TestSplitRules(t *testing.T) {
 	lb := testLB("web", nil)
 	lb.SourceRanges = cidrs(130)
 	off := false // no backend group: five groups are free for the source ranges
-	lb.Annotations.AWS.ManageBackendSecurityGroupRules = &off
-	d, err := modelProvider(annotations.AWSClassic).desired(lb)
+	optsOf(lb).ManageBackendSecurityGroupRules = &off
+	d, err := modelProvider(Classic).desired(lb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,12 +101,12 @@ func TestClassicGroupLimit(t *testing.T) {
 		lb.SourceRanges = cidrs(tc.cidrs)
 		if tc.unmanaged {
 			off := false
-			lb.Annotations.AWS.ManageBackendSecurityGroupRules = &off
+			optsOf(lb).ManageBackendSecurityGroupRules = &off
 		}
 		for i := range tc.extra {
-			lb.Annotations.AWS.ExtraSecurityGroups = append(lb.Annotations.AWS.ExtraSecurityGroups, fmt.Sprintf("sg-%d", i))
+			optsOf(lb).ExtraSecurityGroups = append(optsOf(lb).ExtraSecurityGroups, fmt.Sprintf("sg-%d", i))
 		}
-		_, err := modelProvider(annotations.AWSClassic).desired(lb)
+		_, err := modelProvider(Classic).desired(lb)
 		if tc.ok != (err == nil) {
 			t.Errorf("%d source ranges, %d extra groups, unmanaged %v: error %v, want ok=%v", tc.cidrs, tc.extra, tc.unmanaged, err, tc.ok)
 		}
@@ -127,9 +125,9 @@ func TestNLBGroupLimit(t *testing.T) {
 		{121, false}, // 5 groups + the backend group
 	} {
 		lb := testLB("web", nil)
-		lb.Annotations.AWS.Type = annotations.AWSNLB
+		optsOf(lb).Kind = NLB
 		lb.SourceRanges = cidrs(tc.cidrs)
-		_, err := modelProvider(annotations.AWSNLB).desired(lb)
+		_, err := modelProvider(NLB).desired(lb)
 		if tc.ok != (err == nil) {
 			t.Errorf("%d source ranges: error %v, want ok=%v", tc.cidrs, err, tc.ok)
 		}

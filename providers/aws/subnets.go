@@ -9,20 +9,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
-
-type ec2Filter = ec2types.Filter
-
-// subnetAPI finds the subnets load balancers are placed in.
-type subnetAPI interface {
-	DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput, opts ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
-}
-
-var _ subnetAPI = (*ec2.Client)(nil)
 
 const (
 	tagRoleELB         = "kubernetes.io/role/elb"
@@ -160,7 +150,7 @@ func (p *Provider) subnetsByID(ctx context.Context, ids []string) ([]subnet, err
 
 func (p *Provider) describeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInput) ([]subnet, error) {
 	var out []subnet
-	pager := ec2.NewDescribeSubnetsPaginator(subnetAPI(p.ec2), in)
+	pager := ec2.NewDescribeSubnetsPaginator(p.api.subnets, in)
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -173,14 +163,6 @@ func (p *Provider) describeSubnets(ctx context.Context, in *ec2.DescribeSubnetsI
 		}
 	}
 	return out, nil
-}
-
-func ec2Tags(tags []ec2types.Tag) map[string]string {
-	m := make(map[string]string, len(tags))
-	for _, t := range tags {
-		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
-	}
-	return m
 }
 
 func subnetIDs(s []subnet) []string {

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/providers"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated table in docs/aws.md")
@@ -86,24 +89,22 @@ func TestWarningsPerKind(t *testing.T) {
 			t.Errorf("%s: no sample value", key)
 			continue
 		}
-		for _, kind := range []annotations.AWSType{annotations.AWSClassic, annotations.AWSNLB} {
+		for _, kind := range []Kind{Classic, NLB} {
 			if key == annotations.AWSLoadBalancerType {
 				continue // it chooses the kind
 			}
 			in := map[string]string{key: v}
-			if kind == annotations.AWSNLB {
+			if kind == NLB {
 				in[annotations.AWSLoadBalancerType] = "nlb"
 			}
 			if key == annotations.AWSPrivateIPv4Addresses {
 				in[annotations.AWSLoadBalancerScheme] = "internal"
 			}
-			spec, errs := annotations.Parse(in)
+			lb, errs := annotatedLB(in)
 			if len(errs) > 0 {
 				t.Fatalf("%s=%q: %v", key, v, errs)
 			}
-			lb := testLB("w", nil)
-			lb.Annotations = spec
-			d, err := modelProvider(annotations.AWSClassic).desired(lb)
+			d, err := modelProvider(Classic).desired(lb)
 			if err != nil {
 				t.Errorf("%s on %s: %v", key, kind, err)
 				continue
@@ -118,7 +119,7 @@ func TestWarningsPerKind(t *testing.T) {
 				}
 			}
 			applies := sup.Classic
-			if kind == annotations.AWSNLB {
+			if kind == NLB {
 				applies = sup.NLB
 			}
 			if want := map[bool]int{true: 0, false: 1}[applies]; n != want {
@@ -127,13 +128,21 @@ func TestWarningsPerKind(t *testing.T) {
 		}
 	}
 	// A backend protocol an NLB cannot speak warns too, once.
-	spec, _ := annotations.Parse(map[string]string{annotations.AWSLoadBalancerType: "nlb", annotations.AWSBackendProtocol: "http"})
-	lb := testLB("w", nil)
-	lb.Annotations = spec
-	d, err := modelProvider(annotations.AWSClassic).desired(lb)
+	lb, _ := annotatedLB(map[string]string{annotations.AWSLoadBalancerType: "nlb", annotations.AWSBackendProtocol: "http"})
+	d, err := modelProvider(Classic).desired(lb)
 	if err != nil || len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], annotations.AWSBackendProtocol) {
 		t.Errorf("backend-protocol http on an NLB: %v, %v", d.Warnings, err)
 	}
+}
+
+// annotatedLB is testLB with the common settings and the AWS options of annotations, as the
+// controller builds them.
+func annotatedLB(in map[string]string) (*providers.LoadBalancer, field.ErrorList) {
+	common, errs := annotations.Parse(in)
+	opts, optErrs := ParseServiceOptions(in)
+	lb := testLB("w", nil)
+	lb.Internal, lb.Options = common.Internal, opts
+	return lb, append(errs, optErrs...)
 }
 
 // TestDocsTable: docs/aws.md holds the table generated from keySupport and the keys' docs.

@@ -1,13 +1,19 @@
 package aws
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
-	"github.com/portico-lb/portico/annotations"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -56,7 +62,7 @@ func ownerTags(cluster string, ref providers.Ref) map[string]string {
 
 // resourceTags are every tag of a resource created for ref: extra tags first, so that the
 // ownership tags always win.
-func resourceTags(cluster string, ref providers.Ref, extra map[string]string, spec annotations.AWS) map[string]string {
+func resourceTags(cluster string, ref providers.Ref, extra map[string]string, spec ServiceOptions) map[string]string {
 	out := map[string]string{}
 	maps.Copy(out, extra)
 	maps.Copy(out, spec.AdditionalTags)
@@ -99,45 +105,180 @@ func ruleOwner(desc string) string {
 // that a replacement never collides with the resource it replaces, and a recreated resource after
 // a crash gets the same name (found, not duplicated).
 
-// lbName is the load balancer name for a Service, kind and scheme.
-func lbName(cluster string, ref providers.Ref, kind annotations.AWSType, scheme string) string {
-	return shortName("k8s", ref.Name, hash(cluster, ref.UID, string(kind), scheme))
-}
-
-// targetGroupName is the name of an NLB target group: it changes with what a target group
-// cannot change (protocol, port) and with the load balancer it belongs to.
-func targetGroupName(lbName string, protocol string, nodePort int32, port int32) string {
-	return shortName("k8s", "tg", hash(lbName, protocol, itoa(nodePort), itoa(port)))
-}
-
-// securityGroupName is the name of a Classic ELB's own security group i: the first is
-// k8s-elb-<lb>, further ones (a source-range list longer than one group holds) k8s-elb-<lb>-<i>.
-func securityGroupName(lbName string, i int) string {
-	if i == 0 {
-		return "k8s-elb-" + lbName
+func toELBv2Tags(m map[string]string) []elbv2types.Tag {
+	var out []elbv2types.Tag
+	for _, k := range sortedKeys(m) {
+		out = append(out, elbv2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
 	}
-	return fmt.Sprintf("k8s-elb-%s-%d", lbName, i)
+	return out
 }
 
-func shortName(prefix, readable, h string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(readable) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
+func toELBTags(m map[string]string) []elbtypes.Tag {
+	var out []elbtypes.Tag
+	for _, k := range sortedKeys(m) {
+		out = append(out, elbtypes.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return out
+}
+
+func toEC2Tags(m map[string]string) []ec2types.Tag {
+	var out []ec2types.Tag
+	for _, k := range sortedKeys(m) {
+		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(m[k])})
+	}
+	return out
+}
+
+func ec2Tags(tags []ec2types.Tag) map[string]string {
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return m
+}
+
+func missingTags(have, want map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			out[k] = v
 		}
 	}
-	mid := b.String()
-	if len(mid) > 8 {
-		mid = mid[:8]
-	}
-	name := prefix + "-"
-	if mid != "" {
-		name += mid + "-"
-	}
-	return name + h[:32-len(name)]
+	return out
 }
 
-func hash(parts ...string) string {
-	s := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
-	return hex.EncodeToString(s[:])
+// nlbTags reads the tags of ELBv2 resources (load balancers or target groups), 20 per call.
+func (p *Provider) nlbTags(ctx context.Context, arns []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for chunk := range slices.Chunk(arns, describeTagsBatch) {
+		res, err := p.api.nlb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: chunk})
+		if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
+			// One went away meanwhile: read the rest one by one.
+			for _, arn := range chunk {
+				one, err := p.api.nlb.DescribeTags(ctx, &elbv2.DescribeTagsInput{ResourceArns: []string{arn}})
+				if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
+					continue
+				}
+				if err != nil {
+					return nil, fmt.Errorf("describing tags: %w", err)
+				}
+				addTagDescriptions(out, one.TagDescriptions)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("describing tags: %w", err)
+		}
+		addTagDescriptions(out, res.TagDescriptions)
+	}
+	return out, nil
+}
+
+func addTagDescriptions(out map[string]map[string]string, tds []elbv2types.TagDescription) {
+	for _, td := range tds {
+		m := map[string]string{}
+		for _, t := range td.Tags {
+			m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		}
+		out[aws.ToString(td.ResourceArn)] = m
+	}
+}
+
+// tagNLB adds the desired tags the NLB lacks (additional tags added to the Service later).
+func (p *Provider) tagNLB(ctx context.Context, rec *lbRecord, want map[string]string) error {
+	missing := missingTags(rec.Tags, want)
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := p.api.nlb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(missing)}); err != nil {
+		return fmt.Errorf("tagging NLB %s: %w", rec.Name, err)
+	}
+	maps.Copy(rec.Tags, missing)
+	return nil
+}
+
+// untagLB removes one tag from a load balancer of either kind.
+func (p *Provider) untagLB(ctx context.Context, rec *lbRecord, key string) error {
+	var err error
+	if rec.Kind == NLB {
+		_, err = p.api.nlb.RemoveTags(ctx, &elbv2.RemoveTagsInput{ResourceArns: []string{rec.ARN}, TagKeys: []string{key}})
+	} else {
+		err = p.untagClassic(ctx, rec.Name, key)
+	}
+	if err != nil {
+		return fmt.Errorf("removing tag %s from %s: %w", key, rec.Name, err)
+	}
+	return nil
+}
+
+func (p *Provider) classicTags(ctx context.Context, names []string) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for chunk := range slices.Chunk(names, classicTagsBatch) {
+		res, err := p.api.classic.DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: chunk})
+		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") && len(chunk) > 1 {
+			for _, n := range chunk {
+				one, err := p.classicTags(ctx, []string{n})
+				if err != nil {
+					return nil, err
+				}
+				maps.Copy(out, one)
+			}
+			continue
+		}
+		if isCode(err, "LoadBalancerNotFound", "AccessPointNotFound") {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("describing Classic ELB tags: %w", err)
+		}
+		for _, td := range res.TagDescriptions {
+			m := map[string]string{}
+			for _, t := range td.Tags {
+				m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+			}
+			out[aws.ToString(td.LoadBalancerName)] = m
+		}
+	}
+	return out, nil
+}
+
+func (p *Provider) untagClassic(ctx context.Context, name, key string) error {
+	_, err := p.api.classic.RemoveTags(ctx, &elb.RemoveTagsInput{LoadBalancerNames: []string{name}, Tags: []elbtypes.TagKeyOnly{{Key: aws.String(key)}}})
+	return err
+}
+
+// tagApplied writes the applied tag when it changed.
+func (p *Provider) tagApplied(ctx context.Context, rec *lbRecord, hash string) error {
+	if rec.Tags[tagApplied] != hash {
+		var err error
+		tag := map[string]string{tagApplied: hash}
+		if rec.Kind == NLB {
+			_, err = p.api.nlb.AddTags(ctx, &elbv2.AddTagsInput{ResourceArns: []string{rec.ARN}, Tags: toELBv2Tags(tag)})
+		} else {
+			_, err = p.api.classic.AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{rec.Name}, Tags: toELBTags(tag)})
+		}
+		if err != nil {
+			return fmt.Errorf("tagging %s with the applied state: %w", rec.Name, err)
+		}
+	}
+	return nil
+}
+
+// AWS tag limits (in Unicode characters).
+const (
+	maxTagKeyLen   = 128
+	maxTagValueLen = 256
+)
+
+// checkTag checks a configured tag (--aws-extra-tags) against the limits, in bytes.
+func checkTag(k, v string) string {
+	switch {
+	case k == "" || len(k) > maxTagKeyLen:
+		return "tag keys must be 1-128 characters"
+	case strings.HasPrefix(strings.ToLower(k), "aws:"):
+		return `tag keys must not start with "aws:"`
+	case len(v) > maxTagValueLen:
+		return "tag values must be at most 256 characters"
+	}
+	return ""
 }

@@ -10,24 +10,8 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
-
-// targetGroupAPI manages NLB target groups and their instance targets.
-type targetGroupAPI interface {
-	DescribeTargetGroups(ctx context.Context, in *elbv2.DescribeTargetGroupsInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupsOutput, error)
-	CreateTargetGroup(ctx context.Context, in *elbv2.CreateTargetGroupInput, opts ...func(*elbv2.Options)) (*elbv2.CreateTargetGroupOutput, error)
-	ModifyTargetGroup(ctx context.Context, in *elbv2.ModifyTargetGroupInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyTargetGroupOutput, error)
-	DeleteTargetGroup(ctx context.Context, in *elbv2.DeleteTargetGroupInput, opts ...func(*elbv2.Options)) (*elbv2.DeleteTargetGroupOutput, error)
-	DescribeTargetHealth(ctx context.Context, in *elbv2.DescribeTargetHealthInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTargetHealthOutput, error)
-	RegisterTargets(ctx context.Context, in *elbv2.RegisterTargetsInput, opts ...func(*elbv2.Options)) (*elbv2.RegisterTargetsOutput, error)
-	DeregisterTargets(ctx context.Context, in *elbv2.DeregisterTargetsInput, opts ...func(*elbv2.Options)) (*elbv2.DeregisterTargetsOutput, error)
-	DescribeTargetGroupAttributes(ctx context.Context, in *elbv2.DescribeTargetGroupAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.DescribeTargetGroupAttributesOutput, error)
-	ModifyTargetGroupAttributes(ctx context.Context, in *elbv2.ModifyTargetGroupAttributesInput, opts ...func(*elbv2.Options)) (*elbv2.ModifyTargetGroupAttributesOutput, error)
-}
-
-var _ targetGroupAPI = (*elbv2.Client)(nil)
 
 // targetBatch is the most targets one Register/Deregister call carries.
 const targetBatch = 100
@@ -36,7 +20,7 @@ const targetBatch = 100
 func (p *Provider) targetGroupsOf(ctx context.Context, lbARN string) ([]elbv2types.TargetGroup, error) {
 	var out []elbv2types.TargetGroup
 	seen := map[string]bool{}
-	pager := elbv2.NewDescribeTargetGroupsPaginator(targetGroupAPI(p.elbv2), &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: aws.String(lbARN)})
+	pager := elbv2.NewDescribeTargetGroupsPaginator(p.api.targetGroups, &elbv2.DescribeTargetGroupsInput{LoadBalancerArn: aws.String(lbARN)})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if isCode(err, "LoadBalancerNotFound", "TargetGroupNotFound") {
@@ -59,7 +43,7 @@ func (p *Provider) targetGroupsOf(ctx context.Context, lbARN string) ([]elbv2typ
 // ensureTargetGroup returns the ARN of the target group want: attached already (its health
 // check converged), existing unattached after a crash (adopted by name), or created.
 func (p *Provider) ensureTargetGroup(ctx context.Context, d desiredLB, want targetGroupSpec, vpc string, attached map[string]elbv2types.TargetGroup) (string, error) {
-	api := targetGroupAPI(p.elbv2)
+	api := p.api.targetGroups
 	tg, ok := attached[want.Name]
 	if !ok {
 		out, err := api.DescribeTargetGroups(ctx, &elbv2.DescribeTargetGroupsInput{Names: []string{want.Name}})
@@ -130,7 +114,7 @@ func healthCheckDiffers(tg elbv2types.TargetGroup, hc healthCheck) bool {
 // reconcileTargets registers the missing instances and deregisters the extra ones, in calls of
 // at most targetBatch targets; nothing when the set is right. Targets use the group's port.
 func (p *Provider) reconcileTargets(ctx context.Context, tgARN, name string, want []string) error {
-	api := targetGroupAPI(p.elbv2)
+	api := p.api.targetGroups
 	out, err := api.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: aws.String(tgARN)})
 	if err != nil {
 		return fmt.Errorf("describing targets of %s: %w", name, err)
@@ -161,7 +145,7 @@ func (p *Provider) reconcileTargetGroupAttributes(ctx context.Context, tgARN, na
 	if len(want) == 0 {
 		return nil
 	}
-	api := targetGroupAPI(p.elbv2)
+	api := p.api.targetGroups
 	out, err := api.DescribeTargetGroupAttributes(ctx, &elbv2.DescribeTargetGroupAttributesInput{TargetGroupArn: aws.String(tgARN)})
 	if err != nil {
 		return fmt.Errorf("describing attributes of target group %s: %w", name, err)
@@ -193,31 +177,8 @@ func targets(ids []string) []elbv2types.TargetDescription {
 	return out
 }
 
-// diffSets returns want minus have and have minus want, sorted.
-func diffSets(have, want []string) (add, remove []string) {
-	h := map[string]bool{}
-	for _, x := range have {
-		h[x] = true
-	}
-	w := map[string]bool{}
-	for _, x := range want {
-		w[x] = true
-		if !h[x] {
-			add = append(add, x)
-		}
-	}
-	for x := range h {
-		if !w[x] {
-			remove = append(remove, x)
-		}
-	}
-	slices.Sort(add)
-	slices.Sort(remove)
-	return slices.Compact(add), remove
-}
-
 func (p *Provider) deleteTargetGroup(ctx context.Context, arn string) error {
-	_, err := targetGroupAPI(p.elbv2).DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: aws.String(arn)})
+	_, err := p.api.targetGroups.DeleteTargetGroup(ctx, &elbv2.DeleteTargetGroupInput{TargetGroupArn: aws.String(arn)})
 	switch {
 	case isCode(err, "TargetGroupNotFound"):
 	case isCode(err, "ResourceInUse"):
@@ -232,7 +193,7 @@ func (p *Provider) deleteTargetGroup(ctx context.Context, arn string) error {
 // (a crash between creating a group and its listener leaves one unattached).
 func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Ref) error {
 	var all []elbv2types.TargetGroup
-	pager := elbv2.NewDescribeTargetGroupsPaginator(targetGroupAPI(p.elbv2), &elbv2.DescribeTargetGroupsInput{})
+	pager := elbv2.NewDescribeTargetGroupsPaginator(p.api.targetGroups, &elbv2.DescribeTargetGroupsInput{})
 	for pager.HasMorePages() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -245,7 +206,7 @@ func (p *Provider) deleteOwnedTargetGroups(ctx context.Context, ref providers.Re
 	// ref's (lbName; moto keeps a deleted load balancer's ARN on its target groups).
 	mine := map[string]bool{}
 	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
-		mine[lbName(p.cluster, ref, annotations.AWSNLB, scheme)] = true
+		mine[lbName(p.cluster, ref, NLB, scheme)] = true
 	}
 	var arns []string
 	for _, tg := range all {

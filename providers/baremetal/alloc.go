@@ -83,18 +83,19 @@ type Request struct {
 // RequestFor builds the allocator's Request for a load balancer. nsLabels are the labels of its
 // namespace (nil when no pool selects namespaces by label).
 func RequestFor(lb *providers.LoadBalancer, nsLabels map[string]string) Request {
+	opts, _ := optionsOf(lb) // Ensure rejects options that are not ServiceOptions
 	r := Request{
 		Ref:             lb.Ref,
 		Families:        slices.Compact(slices.Clone(lb.IPFamilies)),
 		Policy:          lb.IPFamilyPolicy,
 		Requested:       unmapAll(lb.RequestedIPs),
 		Current:         unmapAll(lb.CurrentIPs),
-		Pool:            lb.Annotations.BareMetal.AddressPool,
+		Pool:            opts.AddressPool,
 		Internal:        lb.Internal,
 		Labels:          lb.Labels,
 		NamespaceLabels: nsLabels,
 		Sharing: Sharing{
-			Key:     lb.Annotations.BareMetal.AllowSharedIP,
+			Key:     opts.AllowSharedIP,
 			Backend: backendKey(lb.LocalTrafficOnly, lb.Selector),
 		},
 	}

@@ -29,7 +29,7 @@ func TestMetrics(t *testing.T) {
 	ensure := func(name string, ann string, fams ...providers.IPFamily) error {
 		lb := &providers.LoadBalancer{Ref: providers.Ref{Namespace: "ns", Name: name, UID: name}, IPFamilies: fams,
 			Ports: []providers.Port{{Protocol: providers.TCP, Port: 80}}}
-		lb.Annotations.BareMetal.AddressPool = ann
+		lb.Options = baremetal.ServiceOptions{AddressPool: ann}
 		_, err := p.Ensure(context.Background(), lb)
 		return err
 	}

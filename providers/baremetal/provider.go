@@ -12,7 +12,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -89,6 +88,9 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (st p
 		if nsLabels, err = p.src.NamespaceLabels(ctx, lb.Ref.Namespace); err != nil {
 			return providers.Status{}, err
 		}
+	}
+	if _, err := optionsOf(lb); err != nil {
+		return providers.Status{}, err
 	}
 	req := RequestFor(lb, nsLabels)
 
@@ -189,9 +191,9 @@ func (p *Provider) sync(ctx context.Context) error {
 // serviceSharing is RequestFor's Sharing for a Service read at rebuild time. An annotation
 // that does not parse shares with no one.
 func serviceSharing(svc *corev1.Service) Sharing {
-	ann, _ := annotations.Parse(svc.Annotations)
+	opts, _ := ParseServiceOptions(svc.Annotations)
 	s := Sharing{
-		Key:     ann.BareMetal.AllowSharedIP,
+		Key:     opts.AllowSharedIP,
 		Backend: backendKey(svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal, svc.Spec.Selector),
 	}
 	for _, port := range svc.Spec.Ports {

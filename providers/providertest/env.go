@@ -68,12 +68,12 @@ func (s *suite) start(t *testing.T) *env {
 // (80 -> node port 30080) and every node.
 func (e *env) newLB(name string) *providers.LoadBalancer {
 	return &providers.LoadBalancer{
-		Ref:         providers.Ref{Namespace: e.opts.Namespace, Name: name, UID: newUID(e.t)},
-		Class:       e.opts.Class,
-		IPFamilies:  slices.Clone(e.families),
-		Ports:       []providers.Port{{Name: "http", Protocol: e.protocol, Port: 80, NodePort: 30080}},
-		Nodes:       cloneNodes(e.nodes),
-		Annotations: e.opts.Annotations,
+		Ref:        providers.Ref{Namespace: e.opts.Namespace, Name: name, UID: newUID(e.t)},
+		Class:      e.opts.Class,
+		IPFamilies: slices.Clone(e.families),
+		Ports:      []providers.Port{{Name: "http", Protocol: e.protocol, Port: 80, NodePort: 30080}},
+		Nodes:      cloneNodes(e.nodes),
+		Options:    e.opts.Options,
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -32,10 +31,10 @@ type Options struct {
 	// Namespace of the Refs the suite creates. Default "providertest". UIDs are random, so
 	// runs sharing an account do not collide.
 	Namespace string
-	// Class and Annotations are set on every load balancer the suite builds, e.g. to select an
-	// AWS load-balancer type.
-	Class       string
-	Annotations annotations.Spec
+	// Class and Options are set on every load balancer the suite builds, e.g. to select an AWS
+	// load-balancer kind (aws.ServiceOptions{Kind: aws.NLB}).
+	Class   string
+	Options providers.ServiceOptions
 	// Concurrency is the number of Refs ensured at once by the concurrency subtest. Default 20.
 	Concurrency int
 	// Parallel runs the subtests in parallel with each other.

@@ -9,8 +9,8 @@ import (
 // clone returns a deep copy of lb, so that neither the caller nor a test reading Desired can
 // change what the provider stored.
 //
-// It copies by reflection rather than field by field so that fields added to the model or to
-// annotations.Spec later are copied too. Unexported fields are copied by value, which is right
+// It copies by reflection rather than field by field so that fields added to the model later,
+// and whatever provider options LoadBalancer.Options holds, are copied too. Unexported fields are copied by value, which is right
 // for the immutable values that have them (netip.Addr, netip.Prefix).
 func clone(lb *providers.LoadBalancer) *providers.LoadBalancer {
 	if lb == nil {

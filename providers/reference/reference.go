@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -138,6 +140,12 @@ func (p *Provider) Name() string { return p.name }
 
 // Capabilities implements providers.Provider. The result is a copy.
 func (p *Provider) Capabilities() providers.Capabilities { return cloneCapabilities(p.caps) }
+
+// ParseOptions implements providers.Provider: the reference provider has no annotation keys of
+// its own. Ensure stores whatever LoadBalancer.Options holds, as it stores the rest of the model.
+func (p *Provider) ParseOptions(map[string]string) (providers.ServiceOptions, field.ErrorList) {
+	return nil, nil
+}
 
 // Ensure implements providers.Provider. It validates lb, allocates (or keeps) one address per
 // IP family, stores a deep copy of lb and returns the Status. A call that fails changes nothing.

@@ -498,6 +498,9 @@ func TestDriftAndRepairs(t *testing.T) {
 	}
 }
 
+// testOptions stands for a provider's options: the reference provider copies them deeply too.
+type testOptions struct{ Ranges []netip.Prefix }
+
 func TestDesiredIsACopy(t *testing.T) {
 	build := func() *providers.LoadBalancer {
 		l := lb("web")
@@ -507,7 +510,7 @@ func TestDesiredIsACopy(t *testing.T) {
 			Addresses: addrs("198.19.0.1"),
 			Labels:    map[string]string{"zone": "a"},
 		}}
-		l.Annotations.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}
+		l.Options = &testOptions{Ranges: []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}}
 		return l
 	}
 	p := reference.New(reference.Options{})
@@ -518,7 +521,7 @@ func TestDesiredIsACopy(t *testing.T) {
 	l.Ports[0].Port = 81
 	l.Nodes[0].Labels["zone"] = "b"
 	l.Nodes[0].Addresses[0] = netip.MustParseAddr("198.19.0.99")
-	l.Annotations.SourceRanges[0] = netip.MustParsePrefix("0.0.0.0/0")
+	l.Options.(*testOptions).Ranges[0] = netip.MustParsePrefix("0.0.0.0/0")
 
 	got, _ := p.Desired(l.Ref)
 	if want := build(); !reflect.DeepEqual(got, want) {

@@ -241,7 +241,7 @@ func TestInvalidSourceRangesNeverHalfApplied(t *testing.T) {
 	invalid := allowed + ", " + e.client.Addr.String() + "/32"
 	svc = e.updateService("badranges", func(s *corev1.Service) { s.Annotations[annotations.SourceRanges] = invalid })
 	// The controller's verdict on this very Service (the rule both apply).
-	if _, errs := servicemodel.BuildLoadBalancer(svc, nil, providers.Capabilities{}); !strings.Contains(errs.ToAggregate().Error(), "metadata.annotations["+annotations.SourceRanges+"]") {
+	if _, errs := servicemodel.BuildLoadBalancer(svc, nil, providers.Capabilities{}, nil); !strings.Contains(errs.ToAggregate().Error(), "metadata.annotations["+annotations.SourceRanges+"]") {
 		t.Fatalf("the controller would not report %q: %v", invalid, errs)
 	}
 	e.eventually("the LB IP closed to every source", 30*time.Second, func() error {

@@ -1,0 +1,156 @@
+package aws
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/providers"
+)
+
+// The NLB part of desired: listeners and target groups, health checks, addresses, and the
+// warnings for keys that apply to Classic ELBs only.
+
+// nlbDesired builds one listener and target group per port number: TCP_UDP when the number
+// carries both protocols, TLS when the certificate applies to it.
+func nlbDesired(name string, lb *providers.LoadBalancer, spec ServiceOptions) (nlbSpec, error) {
+	byPort := map[int32][]providers.Port{}
+	var order []int32
+	for _, pt := range lb.Ports {
+		if _, ok := byPort[pt.Port]; !ok {
+			order = append(order, pt.Port)
+		}
+		byPort[pt.Port] = append(byPort[pt.Port], pt)
+	}
+	slices.Sort(order)
+	out := nlbSpec{CrossZone: spec.CrossZone, IPAddressType: "ipv4", TGAttributes: maps.Clone(spec.TargetGroupAttributes)}
+	if spec.IPAddressType != "" {
+		out.IPAddressType = spec.IPAddressType
+	}
+	if al := spec.AccessLog; al.Enabled != nil || al.Bucket != "" || al.Prefix != "" {
+		out.AccessLog = map[string]string{}
+		if al.Enabled != nil {
+			out.AccessLog["access_logs.s3.enabled"] = strconv.FormatBool(*al.Enabled)
+		}
+		if al.Bucket != "" {
+			out.AccessLog["access_logs.s3.bucket"] = al.Bucket
+		}
+		if al.Prefix != "" {
+			out.AccessLog["access_logs.s3.prefix"] = al.Prefix
+		}
+	}
+	for _, port := range order {
+		pts := byPort[port]
+		l := nlbListener{Port: port}
+		nodePort := pts[0].NodePort
+		switch {
+		case len(pts) == 1 && pts[0].Protocol == providers.UDP:
+			l.Protocol = "UDP"
+		case len(pts) == 1:
+			l.Protocol = "TCP"
+		default:
+			for _, pt := range pts[1:] {
+				if pt.NodePort != nodePort {
+					return nlbSpec{}, providers.Invalid("spec.ports", "port %d serves TCP and UDP on different node ports (%d, %d); an NLB TCP_UDP listener forwards both to one node port", port, nodePort, pt.NodePort)
+				}
+			}
+			l.Protocol = "TCP_UDP"
+		}
+		tgProtocol := l.Protocol
+		if l.Protocol == "TCP" && sslPort(spec, pts[0]) {
+			l.Protocol, l.CertARN, l.SSLPolicy, l.ALPN = "TLS", spec.SSLCert, defaultTLSPolicy, spec.ALPNPolicy
+			if spec.SSLNegotiationPolicy != "" {
+				l.SSLPolicy = spec.SSLNegotiationPolicy
+			}
+			if spec.BackendProtocol == "ssl" {
+				tgProtocol = "TLS"
+			}
+		}
+		hc := nlbHealthCheck(lb, spec.HealthCheck)
+		l.TG = targetGroupSpec{
+			// A target group's health-check protocol is not reliably changeable in place
+			// (kubernetes/kubernetes#80996): it is part of the name, so a change makes a new group.
+			Name:     targetGroupName(name, tgProtocol+"/"+hc.Protocol, nodePort, port),
+			Protocol: tgProtocol,
+			Port:     nodePort,
+			HC:       hc,
+		}
+		out.Listeners = append(out.Listeners, l)
+	}
+	return out, nil
+}
+
+// nlbHealthCheck: HTTP /healthz on the health-check node port for externalTrafficPolicy: Local,
+// TCP on the traffic port otherwise, each annotation overriding its part.
+func nlbHealthCheck(lb *providers.LoadBalancer, o HealthCheckOptions) healthCheck {
+	hc := healthCheck{Protocol: "TCP", Port: trafficPort, Interval: 30, Timeout: 10, Healthy: 3, Unhealthy: 3}
+	if lb.LocalTrafficOnly && lb.HealthCheckNodePort != 0 {
+		hc = healthCheck{Protocol: "HTTP", Port: itoa(lb.HealthCheckNodePort), Path: healthzPath, Interval: 10, Timeout: 6, Healthy: 2, Unhealthy: 2}
+	}
+	if o.Protocol != "" {
+		hc.Protocol = strings.ToUpper(o.Protocol)
+	}
+	if o.Port != "" {
+		hc.Port = o.Port
+	}
+	if o.Path != "" {
+		hc.Path = o.Path
+	}
+	if hc.Protocol == "TCP" {
+		hc.Path = ""
+	} else if hc.Path == "" {
+		hc.Path = healthzPath
+	}
+	setInt32(&hc.Healthy, o.HealthyThreshold)
+	setInt32(&hc.Unhealthy, o.UnhealthyThreshold)
+	setSeconds(&hc.Timeout, o.Timeout)
+	setSeconds(&hc.Interval, o.Interval)
+	return hc
+}
+
+// nlbAddresses takes the EIP or private-address annotation: EIPs for an internet-facing NLB,
+// private addresses for an internal one, never both. Their count is checked against the
+// subnets when the NLB is created.
+func nlbAddresses(n *nlbSpec, spec ServiceOptions, scheme string) error {
+	switch {
+	case len(spec.EIPAllocations) > 0 && len(spec.PrivateIPv4Addresses) > 0:
+		return providers.Invalid("metadata.annotations["+annotations.AWSEIPAllocations+"]", "set %s (internet-facing) or %s (internal), not both", annotations.AWSEIPAllocations, annotations.AWSPrivateIPv4Addresses)
+	case len(spec.EIPAllocations) > 0 && scheme != schemeInternetFacing:
+		return providers.Invalid("metadata.annotations["+annotations.AWSEIPAllocations+"]", "Elastic IPs apply to internet-facing NLBs; this one is internal (use %s)", annotations.AWSPrivateIPv4Addresses)
+	case len(spec.PrivateIPv4Addresses) > 0 && scheme != schemeInternal:
+		return providers.Invalid("metadata.annotations["+annotations.AWSPrivateIPv4Addresses+"]", "private addresses apply to internal NLBs; this one is internet-facing (use %s)", annotations.AWSEIPAllocations)
+	}
+	n.EIPAllocations = slices.Clone(spec.EIPAllocations)
+	for _, a := range spec.PrivateIPv4Addresses {
+		n.PrivateIPv4s = append(n.PrivateIPv4s, a.String())
+	}
+	return nil
+}
+
+// nlbWarnings name the keys set on the Service that apply to Classic ELBs only, one each.
+func nlbWarnings(spec ServiceOptions) []string {
+	var w []string
+	for _, k := range []struct {
+		set bool
+		key string
+	}{
+		{spec.ProxyProtocol, annotations.AWSProxyProtocol},
+		{spec.ConnectionIdleTimeout != nil, annotations.AWSConnectionIdleTimeout},
+		{spec.ConnectionDraining != nil, annotations.AWSConnectionDrainingEnabled},
+		{spec.ConnectionDrainingTimeout != nil, annotations.AWSConnectionDrainingTimeout},
+		{len(spec.SecurityGroups) > 0, annotations.AWSSecurityGroups},
+		{len(spec.ExtraSecurityGroups) > 0, annotations.AWSExtraSecurityGroups},
+		{spec.AccessLog.EmitInterval != nil, annotations.AWSAccessLogEmitInterval},
+	} {
+		if k.set {
+			w = append(w, notForKind(k.key, "nlb"))
+		}
+	}
+	if spec.BackendProtocol == "http" || spec.BackendProtocol == "https" {
+		w = append(w, fmt.Sprintf("%s=%s does not apply to an NLB, which forwards TCP; it is ignored", annotations.AWSBackendProtocol, spec.BackendProtocol))
+	}
+	return w
+}

@@ -1,0 +1,67 @@
+package aws
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/portico-lb/portico/providers"
+)
+
+// Names of what the provider creates: short enough for AWS's limits, derived from the cluster,
+// the Service and what the resource is, so that the same Service always gets the same names and
+// a new name means a new resource.
+
+// lbName is the load balancer name for a Service, kind and scheme.
+func lbName(cluster string, ref providers.Ref, kind Kind, scheme string) string {
+	return shortName("k8s", ref.Name, hash(cluster, ref.UID, string(kind), scheme))
+}
+
+// targetGroupName is the name of an NLB target group: it changes with what a target group
+// cannot change (protocol, port) and with the load balancer it belongs to.
+func targetGroupName(lbName string, protocol string, nodePort int32, port int32) string {
+	return shortName("k8s", "tg", hash(lbName, protocol, itoa(nodePort), itoa(port)))
+}
+
+// securityGroupName is the name of a Classic ELB's own security group i: the first is
+// k8s-elb-<lb>, further ones (a source-range list longer than one group holds) k8s-elb-<lb>-<i>.
+func securityGroupName(lbName string, i int) string {
+	if i == 0 {
+		return "k8s-elb-" + lbName
+	}
+	return fmt.Sprintf("k8s-elb-%s-%d", lbName, i)
+}
+
+func shortName(prefix, readable, h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(readable) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	mid := b.String()
+	if len(mid) > 8 {
+		mid = mid[:8]
+	}
+	name := prefix + "-"
+	if mid != "" {
+		name += mid + "-"
+	}
+	return name + h[:32-len(name)]
+}
+
+func hash(parts ...string) string {
+	s := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(s[:])
+}
+
+func kindName(k Kind) string {
+	if k == NLB {
+		return "NLB"
+	}
+	return "Classic ELB"
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
