@@ -22,11 +22,11 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/config"
-	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/nodeproxy/healthcheck"
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // eventsComponent reports the agent's Events; reasonHealthCheckFailed is kube-proxy's reason for
@@ -242,7 +242,7 @@ func familyOf(ip netip.Addr) rules.Family {
 // balancers drain it.
 func (a *agent) nodeEligible() bool {
 	n := a.tracker.Store().Node()
-	return n != nil && !servicemodel.NodeBeingDeleted(n)
+	return n != nil && !servicerules.NodeBeingDeleted(n)
 }
 
 // serveHTTP runs handler on addr until ctx ends.

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // Node is what ServicePorts needs to know of the agent's node.
@@ -67,7 +67,7 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 				lbIPs = append(lbIPs, a)
 			}
 		}
-		all, errs := servicemodel.SourceRanges(svc)
+		all, errs := servicerules.SourceRanges(svc)
 		rangesInvalid = len(errs) > 0
 		if !rangesInvalid {
 			for _, p := range all {
@@ -77,7 +77,7 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 			}
 		}
 	}
-	affinity := int(servicemodel.AffinityTimeout(svc).Seconds())
+	affinity := int(servicerules.AffinityTimeout(svc).Seconds())
 	externalLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 
