@@ -35,7 +35,7 @@ func NodeOf(name string, n *corev1.Node) Node {
 // ServicePorts turns a Service and its EndpointSlices into the service ports of one family that
 // the agent programs on node. Headless and ExternalName Services have none. Pure.
 //
-// The source ranges and the affinity timeout are servicemodel's, as the controller applies
+// The source ranges and the affinity timeout are servicerules', as the controller applies
 // them: spec.loadBalancerSourceRanges, else the load-balancer-source-ranges annotation. When
 // they are invalid (the controller reports the Service as InvalidSpec), the ports are marked
 // SourceRangesInvalid and no source may reach the LoadBalancer IPs: enforcing the valid items
