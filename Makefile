@@ -8,6 +8,8 @@ E2E_PKGS  = ./e2e/...
 GOTEST_FLAGS ?= -count=1
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
+# VERSION is what the binaries print with --version (internal/version).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 .PHONY: help prereqs build generate test test-unit test-e2e bench bench-scale lint tools demo clean-lab
 
@@ -17,9 +19,9 @@ help: ## list the targets
 prereqs: ## check, and as root on Debian install, what tests and demo need: Debian packages, moto's server
 	$(GO) run ./e2e/tools/prereqs
 
-build: ## build every binary into ./bin
+build: ## build every binary into ./bin, stamped with the version git describe gives (--version)
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -ldflags "-X github.com/portico-lb/portico/internal/version.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 generate: ## regenerate deepcopy code and CRD manifests (deploy/crds) from api/
 	$(GO) run $(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=deploy/crds

@@ -1,7 +1,7 @@
 package config
 
 import (
-	"flag"
+	"fmt"
 	"maps"
 	"net"
 	"net/netip"
@@ -10,19 +10,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
-
-	"github.com/portico-lb/portico/nodeproxy/membership"
 )
 
-// Agent is the configuration of portico-agent, the per-node dataplane.
+// Agent is the configuration of portico-agent, the per-node dataplane. Flags that do what
+// kube-proxy's do carry kube-proxy's names. Addresses arrive parsed: a bad CIDR is a flag error
+// at startup, never a value dropped later.
 type Agent struct {
 	// Kubeconfig path; empty means in-cluster or $KUBECONFIG.
 	Kubeconfig string
+	// Master is the API server's address, overriding the kubeconfig's.
+	Master string
 	// NodeName is this node's Node object; defaults to the hostname.
 	NodeName string
+	// ProxyMode is the dataplane; only "iptables" exists (accepted for kube-proxy's flag).
+	ProxyMode string
 	// SyncPeriod is how often the agent rewrites every chain it owns (a full sync), repairing
 	// whatever someone else changed or deleted.
 	SyncPeriod time.Duration
@@ -34,14 +39,12 @@ type Agent struct {
 	MetricsBindAddress string
 	// Cleanup removes everything the agent installed and exits.
 	Cleanup bool
-	// NodePortAddresses restricts NodePorts to node addresses within these CIDRs, plus the
-	// node's primary IP of each family when the list holds "primary" (as kube-proxy). A family
-	// with neither keeps the default: every local address except loopback.
-	NodePortAddresses []string
+	// NodePortAddresses restricts NodePorts to some node addresses (see NodePortAddresses).
+	NodePortAddresses NodePortAddresses
 	// ClusterCIDRs hold the pods' addresses: traffic from outside them to a ClusterIP is
 	// masqueraded, traffic from inside them to an externalTrafficPolicy: Local address is sent
 	// to any endpoint. Empty disables both.
-	ClusterCIDRs []string
+	ClusterCIDRs []netip.Prefix
 	// MasqueradeAll masquerades all ClusterIP traffic.
 	MasqueradeAll bool
 	// MasqueradeBit is the fwmark bit (0-31) that asks for masquerading.
@@ -55,6 +58,20 @@ type Agent struct {
 	// endpoint filter rely on.
 	Membership Membership
 }
+
+// NodePortAddresses restricts NodePorts to node addresses within CIDRs, plus the node's primary
+// IP of each family when Primary is set (written "primary", as kube-proxy). A family with
+// neither keeps the default: every local address except loopback.
+type NodePortAddresses struct {
+	CIDRs   []netip.Prefix
+	Primary bool
+}
+
+// NodePortPrimary in --nodeport-addresses stands for the Node's primary IP of each family.
+const NodePortPrimary = "primary"
+
+// ProxyModeIPTables is the only --proxy-mode.
+const ProxyModeIPTables = "iptables"
 
 // AnnouncerL2 answers ARP/NDP for the VIPs of AddressPools with spec.announce.l2.
 const AnnouncerL2 = "l2"
@@ -80,17 +97,34 @@ type Membership struct {
 	// SecretFile holds the shared secret that encrypts the gossip (its SHA-256 is the key);
 	// empty: unencrypted.
 	SecretFile string
-	// The failure detector's timings (package membership explains the arithmetic).
+	// The failure detector's timings (package nodeproxy/membership explains the arithmetic).
 	ProbeInterval, ProbeTimeout, GossipInterval, RejoinInterval time.Duration
 	SuspicionMult, SuspicionMaxTimeoutMult                      int
+}
+
+// DefaultMembershipPort is memberlist's usual port (TCP and UDP), as MetalLB uses it.
+const DefaultMembershipPort = 7946
+
+// DefaultMembership returns membership's defaults (disabled): timings tuned for sub-second
+// detection on one LAN. Package nodeproxy/membership takes its defaults from here.
+func DefaultMembership() Membership {
+	return Membership{
+		Port:                    DefaultMembershipPort,
+		ProbeInterval:           100 * time.Millisecond,
+		ProbeTimeout:            50 * time.Millisecond,
+		GossipInterval:          50 * time.Millisecond,
+		RejoinInterval:          5 * time.Second,
+		SuspicionMult:           4,
+		SuspicionMaxTimeoutMult: 2,
+	}
 }
 
 // DefaultAgent returns the defaults.
 func DefaultAgent() Agent {
 	host, _ := os.Hostname()
-	t := membership.DefaultTimings()
 	return Agent{
 		NodeName:           strings.ToLower(host),
+		ProxyMode:          ProxyModeIPTables,
 		SyncPeriod:         30 * time.Second,
 		MinSyncPeriod:      1 * time.Second,
 		HealthzBindAddress: "0.0.0.0:10256",
@@ -98,38 +132,26 @@ func DefaultAgent() Agent {
 		MasqueradeBit:      12,
 		IPTablesPath:       "iptables",
 		IP6TablesPath:      "ip6tables",
-		Membership: Membership{
-			Port:                    membership.DefaultPort,
-			ProbeInterval:           t.ProbeInterval,
-			ProbeTimeout:            t.ProbeTimeout,
-			GossipInterval:          t.GossipInterval,
-			RejoinInterval:          membership.DefaultConfig().RejoinInterval,
-			SuspicionMult:           t.SuspicionMult,
-			SuspicionMaxTimeoutMult: t.SuspicionMaxTimeoutMult,
-		},
+		Membership:         DefaultMembership(),
 	}
 }
 
-// BindFlags registers the agent's flags on fs.
-func (c *Agent) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
-	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this node's Node object (default: the hostname)")
-	fs.StringVar(&c.NodeName, "hostname-override", c.NodeName, "alias of --node-name, as kube-proxy spells it")
-	fs.DurationVar(&c.SyncPeriod, "sync-period", c.SyncPeriod, "how often every owned chain is rewritten, repairing drift")
-	fs.DurationVar(&c.MinSyncPeriod, "min-sync-period", c.MinSyncPeriod, "shortest time between syncs; faster changes are batched")
+// BindFlags registers the agent's flags on fs. Names portico-agent used before it took
+// kube-proxy's stay as deprecated aliases.
+func (c *Agent) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster or $KUBECONFIG")
+	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's)")
+	fs.StringVar(&c.NodeName, "hostname-override", c.NodeName, "name of this node's Node object (default: the hostname)")
+	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `dataplane; only "iptables"`)
+	fs.DurationVar(&c.SyncPeriod, "iptables-sync-period", c.SyncPeriod, "how often every owned chain is rewritten, repairing drift (> 0)")
+	fs.DurationVar(&c.MinSyncPeriod, "iptables-min-sync-period", c.MinSyncPeriod, "shortest time between syncs; faster changes are batched (0: sync every change at once)")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address of /healthz and /livez (0 disables)")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address of /metrics (0 disables)")
 	fs.BoolVar(&c.Cleanup, "cleanup", c.Cleanup, "remove every chain and rule the agent installed, then exit")
-	fs.Func("nodeport-addresses", "comma list of CIDRs and/or \"primary\" (the Node's primary IP per family): NodePorts answer only on local addresses within them (default: every local address except loopback)", func(s string) error {
-		c.NodePortAddresses = splitList(s)
-		return nil
-	})
-	fs.Func("cluster-cidr", "comma list of the pods' CIDRs (enables masquerading of off-cluster ClusterIP traffic and the externalTrafficPolicy: Local short-circuit)", func(s string) error {
-		c.ClusterCIDRs = splitList(s)
-		return nil
-	})
+	fs.Var(&nodePortFlag{&c.NodePortAddresses}, "nodeport-addresses", `comma list of CIDRs and/or "primary" (the Node's primary IP per family): NodePorts answer only on local addresses within them (default: every local address except loopback)`)
+	fs.Var(&prefixListFlag{&c.ClusterCIDRs}, "cluster-cidr", "comma list of the pods' CIDRs (enables masquerading of off-cluster ClusterIP traffic and the externalTrafficPolicy: Local short-circuit)")
 	fs.BoolVar(&c.MasqueradeAll, "masquerade-all", c.MasqueradeAll, "masquerade all traffic sent to ClusterIPs")
-	fs.IntVar(&c.MasqueradeBit, "masquerade-bit", c.MasqueradeBit, "fwmark bit (0-31) marking packets to masquerade")
+	fs.IntVar(&c.MasqueradeBit, "iptables-masquerade-bit", c.MasqueradeBit, "fwmark bit (0-31) marking packets to masquerade")
 	fs.StringVar(&c.IPTablesPath, "iptables", c.IPTablesPath, "iptables binary; iptables-restore and iptables-save are its siblings")
 	fs.StringVar(&c.IP6TablesPath, "ip6tables", c.IP6TablesPath, "ip6tables binary")
 	fs.Func("announce", `comma list of VIP announcers to run: "l2" (ARP/NDP for AddressPools with spec.announce.l2; needs --membership), "bgp" (routes for AddressPools with spec.announce.bgp to the BGPPeers selecting this node)`, func(s string) error {
@@ -147,6 +169,73 @@ func (c *Agent) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&m.SuspicionMaxTimeoutMult, "membership-suspicion-max-timeout-mult", m.SuspicionMaxTimeoutMult, "upper bound of the suspicion timeout, as a multiple of its minimum")
 	fs.DurationVar(&m.GossipInterval, "membership-gossip-interval", m.GossipInterval, "how often membership news is gossiped")
 	fs.DurationVar(&m.RejoinInterval, "membership-rejoin-interval", m.RejoinInterval, "how often nodes missing from the view are joined again")
+
+	// Portico's first names, before it took kube-proxy's.
+	deprecatedAlias(fs, "node-name", "hostname-override")
+	deprecatedAlias(fs, "sync-period", "iptables-sync-period")
+	deprecatedAlias(fs, "min-sync-period", "iptables-min-sync-period")
+	deprecatedAlias(fs, "masquerade-bit", "iptables-masquerade-bit")
+}
+
+// deprecatedAlias registers old as a deprecated second name of the flag named current.
+func deprecatedAlias(fs *pflag.FlagSet, old, current string) {
+	f := fs.Lookup(current)
+	fs.Var(f.Value, old, "deprecated: use --"+current)
+	_ = fs.MarkDeprecated(old, "use --"+current)
+}
+
+// prefixListFlag parses a comma list of CIDRs (masked) into a []netip.Prefix.
+type prefixListFlag struct{ p *[]netip.Prefix }
+
+func (f *prefixListFlag) String() string { return joinPrefixes(*f.p) }
+func (f *prefixListFlag) Type() string   { return "cidrs" }
+func (f *prefixListFlag) Set(s string) error {
+	var out []netip.Prefix
+	for _, item := range splitList(s) {
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			return fmt.Errorf("%q is not a CIDR", item)
+		}
+		out = append(out, p.Masked())
+	}
+	*f.p = out
+	return nil
+}
+
+// nodePortFlag parses --nodeport-addresses: CIDRs and the keyword "primary".
+type nodePortFlag struct{ n *NodePortAddresses }
+
+func (f *nodePortFlag) String() string {
+	s := joinPrefixes(f.n.CIDRs)
+	if f.n.Primary {
+		s = strings.TrimPrefix(s+","+NodePortPrimary, ",")
+	}
+	return s
+}
+func (f *nodePortFlag) Type() string { return "cidrs" }
+func (f *nodePortFlag) Set(s string) error {
+	var out NodePortAddresses
+	for _, item := range splitList(s) {
+		if item == NodePortPrimary {
+			out.Primary = true
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			return fmt.Errorf("%q is neither a CIDR nor %q", item, NodePortPrimary)
+		}
+		out.CIDRs = append(out.CIDRs, p.Masked())
+	}
+	*f.n = out
+	return nil
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
 }
 
 func splitList(s string) []string {
@@ -164,7 +253,7 @@ func (c *Agent) Validate() error {
 	var errs field.ErrorList
 	root := field.NewPath("config")
 	if c.NodeName == "" {
-		errs = append(errs, field.Required(root.Child("nodeName"), "set --node-name"))
+		errs = append(errs, field.Required(root.Child("nodeName"), "set --hostname-override"))
 	} else {
 		for _, msg := range validation.IsDNS1123Subdomain(c.NodeName) {
 			errs = append(errs, field.Invalid(root.Child("nodeName"), c.NodeName, msg))
@@ -186,15 +275,18 @@ func (c *Agent) Validate() error {
 			errs = append(errs, field.Invalid(root.Child(name), addr, "must be host:port, :port or 0"))
 		}
 	}
-	for i, s := range c.NodePortAddresses {
-		if _, err := netip.ParsePrefix(s); err != nil && s != NodePortPrimary {
-			errs = append(errs, field.Invalid(root.Child("nodePortAddresses").Index(i), s, `must be a CIDR or "primary"`))
+	for i, p := range c.NodePortAddresses.CIDRs {
+		if !p.IsValid() {
+			errs = append(errs, field.Invalid(root.Child("nodePortAddresses").Index(i), p.String(), `must be a CIDR or "primary"`))
 		}
 	}
-	for i, s := range c.ClusterCIDRs {
-		if _, err := netip.ParsePrefix(s); err != nil {
-			errs = append(errs, field.Invalid(root.Child("clusterCIDRs").Index(i), s, "must be a CIDR"))
+	for i, p := range c.ClusterCIDRs {
+		if !p.IsValid() {
+			errs = append(errs, field.Invalid(root.Child("clusterCIDRs").Index(i), p.String(), "must be a CIDR"))
 		}
+	}
+	if c.ProxyMode != ProxyModeIPTables {
+		errs = append(errs, field.NotSupported(root.Child("proxyMode"), c.ProxyMode, []string{ProxyModeIPTables}))
 	}
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
 		errs = append(errs, field.Invalid(root.Child("masqueradeBit"), c.MasqueradeBit, "must be in 0..31"))
@@ -256,22 +348,8 @@ func (c *Agent) validateAnnounce(root *field.Path) field.ErrorList {
 	return errs
 }
 
-// NodePortPrimary in NodePortAddresses stands for the Node's primary IP of each family.
-const NodePortPrimary = "primary"
-
-// Prefixes parses CIDR strings already checked by Validate, skipping keywords.
-func Prefixes(list []string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, s := range list {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-		}
-	}
-	return out
-}
-
 // RESTConfig loads the client configuration from Kubeconfig, $KUBECONFIG or the in-cluster
 // service account, in that order.
 func (c *Agent) RESTConfig() (*rest.Config, error) {
-	return restConfig(c.Kubeconfig)
+	return restConfig(c.Kubeconfig, c.Master)
 }

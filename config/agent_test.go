@@ -1,15 +1,19 @@
 package config
 
 import (
-	"flag"
+	"io"
+	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func TestAgentFlags(t *testing.T) {
 	c := DefaultAgent()
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	c.BindFlags(fs)
 	err := fs.Parse([]string{"--hostname-override=node1", "--sync-period=5s", "--min-sync-period=100ms",
 		"--nodeport-addresses=198.19.0.0/24, fd00:c613::/64,primary", "--cluster-cidr=198.19.1.0/24", "--cleanup"})
@@ -22,11 +26,55 @@ func TestAgentFlags(t *testing.T) {
 	if c.NodeName != "node1" || c.SyncPeriod != 5*time.Second || c.MinSyncPeriod != 100*time.Millisecond || !c.Cleanup {
 		t.Errorf("flags not applied: %+v", c)
 	}
-	if got := Prefixes(c.NodePortAddresses); len(got) != 2 || got[1].String() != "fd00:c613::/64" {
+	if got := c.NodePortAddresses.CIDRs; len(got) != 2 || got[1].String() != "fd00:c613::/64" {
 		t.Errorf("nodeport addresses = %v", got)
 	}
-	if c.NodePortAddresses[2] != NodePortPrimary {
-		t.Errorf("primary keyword not kept: %q", c.NodePortAddresses)
+	if !c.NodePortAddresses.Primary {
+		t.Errorf("primary keyword not kept: %+v", c.NodePortAddresses)
+	}
+	if len(c.ClusterCIDRs) != 1 || c.ClusterCIDRs[0] != netip.MustParsePrefix("198.19.1.0/24") {
+		t.Errorf("cluster CIDRs = %v", c.ClusterCIDRs)
+	}
+}
+
+// TestAgentKubeProxyFlagNames: the flags that do kube-proxy's job carry its names, and
+// portico-agent's first names still work (deprecated).
+func TestAgentKubeProxyFlagNames(t *testing.T) {
+	parse := func(args ...string) Agent {
+		t.Helper()
+		c := DefaultAgent()
+		fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.BindFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return c
+	}
+	kp := parse("--hostname-override=n1", "--iptables-sync-period=7s", "--iptables-min-sync-period=0s", "--iptables-masquerade-bit=14",
+		"--proxy-mode=iptables", "--master=https://198.18.0.1:6443", "--masquerade-all")
+	old := parse("--node-name=n1", "--sync-period=7s", "--min-sync-period=0s", "--masquerade-bit=14", "--masquerade-all", "--master=https://198.18.0.1:6443")
+	if kp.NodeName != "n1" || kp.SyncPeriod != 7*time.Second || kp.MinSyncPeriod != 0 || kp.MasqueradeBit != 14 || kp.Master == "" || !kp.MasqueradeAll {
+		t.Errorf("kube-proxy names not applied: %+v", kp)
+	}
+	if !reflect.DeepEqual(kp, old) {
+		t.Errorf("old names differ from kube-proxy's:\n%+v\n%+v", old, kp)
+	}
+}
+
+// TestAgentBadCIDRIsAStartupError: a bad CIDR fails flag parsing, naming the flag and the value,
+// instead of being dropped later.
+func TestAgentBadCIDRIsAStartupError(t *testing.T) {
+	for _, arg := range []string{"--cluster-cidr=198.19.1.0/24,x", "--nodeport-addresses=10.0.0.1", "--nodeport-addresses=Primary"} {
+		c := DefaultAgent()
+		fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.BindFlags(fs)
+		err := fs.Parse([]string{arg})
+		name, value, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), value) {
+			t.Errorf("%s: err = %v, want one naming the flag and value", arg, err)
+		}
 	}
 }
 
@@ -36,14 +84,15 @@ func TestAgentValidateListsEveryError(t *testing.T) {
 	c.SyncPeriod = 0
 	c.MinSyncPeriod = -time.Second
 	c.HealthzBindAddress = "nonsense"
-	c.NodePortAddresses = []string{"10.0.0.1", "Primary"}
-	c.ClusterCIDRs = []string{"x"}
+	c.NodePortAddresses.CIDRs = []netip.Prefix{{}}
+	c.ClusterCIDRs = []netip.Prefix{{}}
 	c.MasqueradeBit = 32
+	c.ProxyMode = "ipvs"
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted a bad configuration")
 	}
-	for _, want := range []string{"nodeName", "syncPeriod", "minSyncPeriod", "healthzBindAddress", "nodePortAddresses[0]", "nodePortAddresses[1]", "clusterCIDRs[0]", "masqueradeBit"} {
+	for _, want := range []string{"nodeName", "syncPeriod", "minSyncPeriod", "healthzBindAddress", "nodePortAddresses[0]", "clusterCIDRs[0]", "masqueradeBit", "proxyMode"} {
 		if !strings.Contains(err.Error(), "config."+want) {
 			t.Errorf("error does not mention %s:\n%v", want, err)
 		}
@@ -52,7 +101,7 @@ func TestAgentValidateListsEveryError(t *testing.T) {
 
 func TestAgentAnnounceFlags(t *testing.T) {
 	c := DefaultAgent()
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
 	c.BindFlags(fs)
 	err := fs.Parse([]string{"--node-name=node1", "--announce=l2", "--membership", "--membership-bind-address=198.19.0.11",
 		"--membership-port=7947", "--membership-probe-interval=200ms", "--membership-probe-timeout=100ms",

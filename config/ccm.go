@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
-
-	"github.com/portico-lb/portico/providers/registry"
 )
 
 // CCM is the configuration of portico-ccm's cloud provider, read from the file the stock
@@ -27,36 +26,39 @@ import (
 //	provider: reference          # required; a registered provider
 //	reference:
 //	  pool: 198.18.128.0/24      # reference provider: CIDR ingress IPs are allocated from
-type CCM struct {
+//
+// P is the binary's provider registry (see ProviderConfigs).
+type CCM[P ProviderConfigs] struct {
 	// Provider names the Portico provider that serves every class-less LoadBalancer Service.
 	// Required: the process refuses to start without one rather than guess.
 	Provider string
 	// Providers holds every registered provider's configuration, defaults where the file has no
 	// section.
-	Providers registry.Configs
+	Providers P
 }
 
-// DefaultCCM returns the defaults: no provider (it must be named) and every provider's defaults.
-func DefaultCCM() CCM {
-	return CCM{Providers: registry.NewConfigs()}
+// DefaultCCM returns the defaults: no provider (it must be named) and providers, every
+// registered provider at its defaults (registry.NewConfigs()).
+func DefaultCCM[P ProviderConfigs](providers P) CCM[P] {
+	return CCM[P]{Providers: providers}
 }
 
 // LoadCCM reads a cloud-config file over DefaultCCM and validates it, reporting every problem
 // at once (unknown keys included). r is nil when portico-ccm was started without
 // --cloud-config, which is an error: the file names the provider.
-func LoadCCM(r io.Reader) (CCM, error) {
+func LoadCCM[P ProviderConfigs](r io.Reader, providers P) (CCM[P], error) {
 	if r == nil {
-		return CCM{}, errors.New("no cloud config: pass --cloud-config with a file naming the provider (e.g. \"provider: reference\")")
+		return CCM[P]{}, errors.New("no cloud config: pass --cloud-config with a file naming the provider (e.g. \"provider: reference\")")
 	}
 	b, err := io.ReadAll(r)
 	if err != nil {
-		return CCM{}, fmt.Errorf("reading cloud config: %w", err)
+		return CCM[P]{}, fmt.Errorf("reading cloud config: %w", err)
 	}
-	c := DefaultCCM()
+	c := DefaultCCM(providers)
 	root := field.NewPath("cloudConfig")
 	var sections map[string]json.RawMessage
 	if err := yaml.Unmarshal(b, &sections); err != nil {
-		return CCM{}, fmt.Errorf("parsing cloud config: %w", err)
+		return CCM[P]{}, fmt.Errorf("parsing cloud config: %w", err)
 	}
 	var errs field.ErrorList
 	keys := make([]string, 0, len(sections))
@@ -66,51 +68,52 @@ func LoadCCM(r io.Reader) (CCM, error) {
 	sort.Strings(keys)
 	for _, key := range keys {
 		raw := sections[key]
-		switch cfg, isProvider := c.Providers[key]; {
+		switch isProvider := slices.Contains(c.Providers.Names(), key); {
 		case key == "provider":
 			if err := json.Unmarshal(raw, &c.Provider); err != nil {
 				errs = append(errs, field.Invalid(root.Child(key), string(raw), "must be a string"))
 			}
 		case isProvider:
-			if err := registry.DecodeStrict(raw, cfg); err != nil {
+			section, _ := json.Marshal(map[string]json.RawMessage{key: raw})
+			if err := c.Providers.UnmarshalJSON(section); err != nil {
 				errs = append(errs, field.Invalid(root.Child(key), string(raw), err.Error()))
 			}
 		default:
-			errs = append(errs, field.Forbidden(root.Child(key), fmt.Sprintf("unknown key (known: provider and the provider sections %v)", registry.Names())))
+			errs = append(errs, field.Forbidden(root.Child(key), fmt.Sprintf("unknown key (known: provider and the provider sections %v)", c.Providers.Names())))
 		}
 	}
 	errs = append(errs, c.validate(root)...)
 	if err := aggregate("invalid cloud config", errs); err != nil {
-		return CCM{}, err
+		return CCM[P]{}, err
 	}
 	return c, nil
 }
 
 // Validate returns every problem with the configuration.
-func (c CCM) Validate() error {
+func (c CCM[P]) Validate() error {
 	return aggregate("invalid cloud config", c.validate(field.NewPath("cloudConfig")))
 }
 
-func (c CCM) validate(root *field.Path) field.ErrorList {
+func (c CCM[P]) validate(root *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch {
 	case c.Provider == "":
-		errs = append(errs, field.Required(root.Child("provider"), "one of "+fmt.Sprint(registry.Names())))
-	case !registry.Known(c.Provider):
-		errs = append(errs, field.NotSupported(root.Child("provider"), c.Provider, registry.Names()))
+		errs = append(errs, field.Required(root.Child("provider"), "one of "+fmt.Sprint(c.Providers.Names())))
+	case !slices.Contains(c.Providers.Names(), c.Provider):
+		errs = append(errs, field.NotSupported(root.Child("provider"), c.Provider, c.Providers.Names()))
 	}
 	return append(errs, c.Providers.Validate(root, []string{c.Provider})...)
 }
 
 // LoadCCMFile is LoadCCM on the file at path ("" when --cloud-config was not given).
-func LoadCCMFile(path string) (CCM, error) {
+func LoadCCMFile[P ProviderConfigs](path string, providers P) (CCM[P], error) {
 	if path == "" {
-		return LoadCCM(nil)
+		return LoadCCM(nil, providers)
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return CCM{}, fmt.Errorf("reading cloud config: %w", err)
+		return CCM[P]{}, fmt.Errorf("reading cloud config: %w", err)
 	}
 	defer f.Close()
-	return LoadCCM(f)
+	return LoadCCM(f, providers)
 }

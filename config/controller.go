@@ -1,25 +1,40 @@
 package config
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
-
-	"github.com/portico-lb/portico/providers/registry"
 )
 
-// Controller is the configuration of portico-controller.
-type Controller struct {
+// ProviderConfigs is every provider's own configuration as a binary's provider registry holds
+// it (providers/registry.Configs). config binds, decodes and validates it through these
+// methods only, so config links no provider: each binary's cmd passes its registry in.
+type ProviderConfigs interface {
+	// Names are the registered providers, sorted.
+	Names() []string
+	// BindFlags registers every provider's flags ("--<name>-...").
+	BindFlags(fs *flag.FlagSet)
+	// UnmarshalJSON decodes {"<provider>": {...}} into the configurations held, strictly.
+	json.Unmarshaler
+	// Validate validates the providers in use and every provider set away from its defaults.
+	Validate(root *field.Path, inUse []string) field.ErrorList
+}
+
+// Controller is the configuration of portico-controller. P is the binary's provider registry.
+type Controller[P ProviderConfigs] struct {
 	// Kubeconfig path; empty means in-cluster or $KUBECONFIG.
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// Classes maps each spec.loadBalancerClass this controller owns to the provider serving it.
@@ -30,7 +45,7 @@ type Controller struct {
 	// Providers holds every registered provider's own configuration (file key
 	// "providers: {<name>: {...}}", flags "--<name>-..."); only the providers in use are
 	// validated and built.
-	Providers registry.Configs `json:"providers,omitempty"`
+	Providers P `json:"providers,omitempty"`
 	// ResyncPeriod is how often every owned Service is re-ensured so that providers repair
 	// out-of-band changes. 0 disables it.
 	ResyncPeriod metav1.Duration `json:"resyncPeriod,omitempty"`
@@ -50,11 +65,12 @@ type Controller struct {
 	configFile               string
 }
 
-// DefaultController returns the defaults.
-func DefaultController() Controller {
-	return Controller{
+// DefaultController returns the defaults, with providers (every registered provider at its
+// defaults: registry.NewConfigs()).
+func DefaultController[P ProviderConfigs](providers P) Controller[P] {
+	return Controller[P]{
 		Classes:                 map[string]string{},
-		Providers:               registry.NewConfigs(),
+		Providers:               providers,
 		ResyncPeriod:            metav1.Duration{Duration: 10 * time.Minute},
 		Workers:                 4,
 		LeaderElect:             true,
@@ -69,13 +85,16 @@ func DefaultController() Controller {
 	}
 }
 
-// BindFlags registers the flags on fs. Flags override values from --config.
-func (c *Controller) BindFlags(fs *flag.FlagSet) {
+// BindFlags registers the flags on fs, the providers' among them. Flags override values from
+// --config.
+func (c *Controller[P]) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.configFile, "config", "", "optional YAML config file; flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
-	fs.StringVar(&c.classFlag, "class", "", "comma list of CLASS=PROVIDER pairs: loadBalancerClasses this controller owns (providers: "+strings.Join(registry.Names(), ", ")+")")
+	fs.StringVar(&c.classFlag, "class", "", "comma list of CLASS=PROVIDER pairs: loadBalancerClasses this controller owns (providers: "+strings.Join(c.Providers.Names(), ", ")+")")
 	fs.StringVar(&c.classlessFlag, "classless-provider", "", "also own Services without a loadBalancerClass and serve them with this provider")
-	c.Providers.BindFlags(fs)
+	providerFlags := flag.NewFlagSet("providers", flag.ContinueOnError)
+	c.Providers.BindFlags(providerFlags)
+	fs.AddGoFlagSet(providerFlags)
 	fs.DurationVar(&c.ResyncPeriod.Duration, "resync-period", c.ResyncPeriod.Duration, "re-ensure every owned load balancer this often to repair drift (0 disables)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "Services reconciled in parallel")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease so only one replica acts")
@@ -91,9 +110,9 @@ func (c *Controller) BindFlags(fs *flag.FlagSet) {
 
 // Complete loads --config (if given) and applies the flags explicitly set on fs over it.
 // Call it after fs.Parse.
-func (c *Controller) Complete(fs *flag.FlagSet) error {
+func (c *Controller[P]) Complete(fs *pflag.FlagSet) error {
 	set := map[string]string{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = f.Value.String() })
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = f.Value.String() })
 	if c.configFile != "" {
 		b, err := os.ReadFile(c.configFile)
 		if err != nil {
@@ -101,8 +120,7 @@ func (c *Controller) Complete(fs *flag.FlagSet) error {
 		}
 		// Provider configurations are decoded into the objects the flags are bound to, so that
 		// re-applying the flags below reaches them.
-		fromFile := DefaultController()
-		fromFile.Providers = c.Providers
+		fromFile := DefaultController(c.Providers)
 		if err := yaml.UnmarshalStrict(b, &fromFile); err != nil {
 			return fmt.Errorf("parsing config file %s: %w", c.configFile, err)
 		}
@@ -150,7 +168,7 @@ func parseClassList(s string) (map[string]string, error) {
 }
 
 // Validate returns every problem with the configuration.
-func (c *Controller) Validate() error {
+func (c *Controller[P]) Validate() error {
 	var errs field.ErrorList
 	root := field.NewPath("config")
 	if len(c.Classes) == 0 && c.ClasslessProvider == "" {
@@ -166,12 +184,12 @@ func (c *Controller) Validate() error {
 		for _, msg := range validation.IsQualifiedName(class) {
 			errs = append(errs, field.Invalid(p, class, "loadBalancerClass must be a label-style key (e.g. portico-lb.io/reference): "+msg))
 		}
-		if !registry.Known(c.Classes[class]) {
-			errs = append(errs, field.NotSupported(p, c.Classes[class], registry.Names()))
+		if !slices.Contains(c.Providers.Names(), c.Classes[class]) {
+			errs = append(errs, field.NotSupported(p, c.Classes[class], c.Providers.Names()))
 		}
 	}
-	if c.ClasslessProvider != "" && !registry.Known(c.ClasslessProvider) {
-		errs = append(errs, field.NotSupported(root.Child("classlessProvider"), c.ClasslessProvider, registry.Names()))
+	if c.ClasslessProvider != "" && !slices.Contains(c.Providers.Names(), c.ClasslessProvider) {
+		errs = append(errs, field.NotSupported(root.Child("classlessProvider"), c.ClasslessProvider, c.Providers.Names()))
 	}
 	errs = append(errs, c.Providers.Validate(root.Child("providers"), c.ProvidersInUse())...)
 	if c.ResyncPeriod.Duration < 0 {
@@ -207,7 +225,7 @@ func (c *Controller) Validate() error {
 }
 
 // ProvidersInUse names the providers the classes and the class-less setting refer to.
-func (c *Controller) ProvidersInUse() []string {
+func (c *Controller[P]) ProvidersInUse() []string {
 	names := []string{c.ClasslessProvider}
 	for _, p := range c.Classes {
 		names = append(names, p)
@@ -217,6 +235,6 @@ func (c *Controller) ProvidersInUse() []string {
 
 // RESTConfig loads the client configuration from Kubeconfig, $KUBECONFIG or the in-cluster
 // service account, in that order.
-func (c *Controller) RESTConfig() (*rest.Config, error) {
-	return restConfig(c.Kubeconfig)
+func (c *Controller[P]) RESTConfig() (*rest.Config, error) {
+	return restConfig(c.Kubeconfig, "")
 }

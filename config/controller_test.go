@@ -1,20 +1,22 @@
 package config
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/portico-lb/portico/providers/reference"
+	"github.com/portico-lb/portico/providers/registry"
 )
 
-func parse(t *testing.T, args ...string) (Controller, error) {
+func parse(t *testing.T, args ...string) (Controller[registry.Configs], error) {
 	t.Helper()
-	c := DefaultController()
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	c := DefaultController(registry.NewConfigs())
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	c.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -82,15 +84,13 @@ func TestControllerFlagErrorsReadWell(t *testing.T) {
 	if _, err := parse(t, "--class=x=aws,x=reference"); err == nil || !strings.Contains(err.Error(), `class "x" is given twice`) {
 		t.Errorf("duplicate class: %v", err)
 	}
-	fs := flag.NewFlagSet("portico-controller", flag.ContinueOnError)
-	c := DefaultController()
-	c.BindFlags(fs)
-	if err := ParseArgs(fs, []string{"--workers=2", "stray"}); err == nil || !strings.Contains(err.Error(), `unexpected argument "stray"`) {
+	cli := NewCLI("portico-controller")
+	c := DefaultController(registry.NewConfigs())
+	c.BindFlags(cli.Flags())
+	if err := cli.Parse([]string{"--workers=2", "stray"}); err == nil || !strings.Contains(err.Error(), `unexpected argument "stray"`) {
 		t.Errorf("positional argument: %v", err)
 	}
-	fs = flag.NewFlagSet("portico-controller", flag.ContinueOnError)
-	AddLogFlags(fs)
-	if u := fs.Lookup("v").Usage; strings.Contains(u, "testing") {
+	if u := cli.Flags().Lookup("v").Usage; strings.Contains(u, "testing") {
 		t.Errorf("-v usage = %q", u)
 	}
 }
@@ -119,7 +119,7 @@ func TestControllerConfigFileProviders(t *testing.T) {
 func TestNoKubeconfigNamesTheFlag(t *testing.T) {
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	_, err := restConfig("")
+	_, err := restConfig("", "")
 	if err == nil || !strings.Contains(err.Error(), "--kubeconfig") || strings.Contains(err.Error(), "KUBERNETES_MASTER") {
 		t.Errorf("err = %v", err)
 	}

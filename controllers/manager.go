@@ -23,13 +23,14 @@ import (
 	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/baremetal"
+	"github.com/portico-lb/portico/providers/registry"
 )
 
 // NewManager builds portico-controller's manager from a validated configuration: the providers
 // it names, leader election on a Lease, the metrics and health endpoints, and the Service
 // reconciler. ctx bounds building the providers. extra providers (by name) are added to or replace the configured ones; tests pass
 // them to observe provider calls.
-func NewManager(ctx context.Context, cfg config.Controller, restCfg *rest.Config, logger logr.Logger, extra map[string]providers.Provider) (ctrl.Manager, error) {
+func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], restCfg *rest.Config, logger logr.Logger, extra map[string]providers.Provider) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -106,7 +107,7 @@ func NewManager(ctx context.Context, cfg config.Controller, restCfg *rest.Config
 
 // buildProviders instantiates every provider the configuration names, except those given in
 // extra, which are used as they are.
-func buildProviders(ctx context.Context, cfg config.Controller, env providers.Env, extra map[string]providers.Provider) (map[string]providers.Provider, error) {
+func buildProviders(ctx context.Context, cfg config.Controller[registry.Configs], env providers.Env, extra map[string]providers.Provider) (map[string]providers.Provider, error) {
 	var names []string
 	for _, name := range cfg.ProvidersInUse() {
 		if extra[name] == nil {

@@ -19,14 +19,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
+	kevents "k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/config"
-	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/nodeproxy/healthcheck"
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // eventsComponent reports the agent's Events; reasonHealthCheckFailed is kube-proxy's reason for
@@ -41,7 +41,7 @@ const (
 // everything the agent installed instead, and returns. The logger comes from ctx.
 func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
-		return netfilter.Cleanup(ctx, cfg)
+		return netfilter.Cleanup(ctx, map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath})
 	}
 	restCfg, err := cfg.RESTConfig()
 	if err != nil {
@@ -101,57 +101,119 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, dy
 	return a, nil
 }
 
+// run is the agent's life: start the tracker and Events, wait for the caches, start the
+// consumers of the sync loop, serve /healthz and /metrics, then sync until ctx ends.
 func (a *agent) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ctx = logr.NewContext(ctx, a.log)
 	a.tracker.Start(ctx.Done())
-	bindFailed := func(types.NamespacedName, uint16, error) {}
-	var recorder events.EventRecorder
-	if a.cs != nil {
-		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: a.cs.EventsV1()})
-		recorder = broadcaster.NewRecorder(scheme.Scheme, eventsComponent)
-		bindFailed = func(svc types.NamespacedName, port uint16, err error) {
-			ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
-			recorder.Eventf(ref, nil, corev1.EventTypeWarning, reasonHealthCheckFailed, "Listen",
-				"node %s failed to start healthcheck %q on port %d: %v", a.cfg.NodeName, svc.String(), port, err)
-		}
-		broadcaster.StartRecordingToSink(ctx.Done())
-		defer broadcaster.Shutdown()
-	}
+	ev := a.startEvents(ctx)
+	defer ev.stop()
 	a.log.Info("Waiting for informer caches")
 	if !a.tracker.WaitForSync(ctx.Done()) {
 		return fmt.Errorf("waiting for informer caches: %w", ctx.Err())
 	}
+	var stops stack
+	defer stops.run()
+	if err := a.startConsumers(ctx, ev, &stops); err != nil {
+		return err
+	}
+	a.startHTTP(ctx, cancel)
+	a.syncUntilDone(ctx)
+	a.log.Info("Stopped; rules stay in place")
+	return nil
+}
+
+// stack holds stop functions, run last-in first-out.
+type stack []func()
+
+func (s *stack) push(f func()) { *s = append(*s, f) }
+
+func (s *stack) run() {
+	for i := len(*s) - 1; i >= 0; i-- {
+		(*s)[i]()
+	}
+}
+
+// agentEvents are the agent's Events: the recorder (nil without a client) and the report of a
+// health-check port that cannot be opened.
+type agentEvents struct {
+	recorder   kevents.EventRecorder
+	bindFailed func(svc types.NamespacedName, port uint16, err error)
+	stop       func()
+}
+
+// startEvents starts recording Events to the API server (nothing without a client).
+func (a *agent) startEvents(ctx context.Context) agentEvents {
+	ev := agentEvents{bindFailed: func(types.NamespacedName, uint16, error) {}, stop: func() {}}
+	if a.cs == nil {
+		return ev
+	}
+	broadcaster := kevents.NewBroadcaster(&kevents.EventSinkImpl{Interface: a.cs.EventsV1()})
+	ev.recorder = broadcaster.NewRecorder(scheme.Scheme, eventsComponent)
+	ev.bindFailed = func(svc types.NamespacedName, port uint16, err error) {
+		ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name}
+		ev.recorder.Eventf(ref, nil, corev1.EventTypeWarning, reasonHealthCheckFailed, "Listen",
+			"node %s failed to start healthcheck %q on port %d: %v", a.cfg.NodeName, svc.String(), port, err)
+	}
+	broadcaster.StartRecordingToSink(ctx.Done())
+	ev.stop = broadcaster.Shutdown
+	return ev
+}
+
+// startConsumers creates the sync loop's consumers in the order they run: netfilter, the
+// health checks (they listen where NodePorts answer, known after the proxier's sync), then
+// membership and the announcers, so that the rules (without the endpoints of dead nodes) are in
+// place before a VIP draws traffic here. Their stop functions are pushed on stops: at exit the
+// announcers stop answering before membership is left.
+func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack) error {
 	nfs, err := a.netfilters()
 	if err != nil {
 		return err
 	}
-	proxier := netfilter.New(netfilter.Options{Config: a.cfg, Netfilters: nfs, Conntrack: netfilter.NetlinkConntrack{},
-		Registerer: a.registry, FamilySynced: a.health.FamilySynced})
+	proxier := netfilter.New(a.netfilterOptions(nfs))
 	hcServers := healthcheck.NewServers(a.log.WithName("healthcheck"), healthcheck.Options{
-		Healthy: a.health.Healthy, BindFailed: bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
-	defer hcServers.Close()
-	// The health checks follow the rules: they listen where NodePorts answer, known after the
-	// proxier's sync. Announcers come last (see announcers).
+		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
+	stops.push(hcServers.Close)
 	a.loop.consumers = []Consumer{proxier, hcServers}
 	if a.cfg.Membership.Enabled {
 		leave, err := a.startMembership(ctx)
 		if err != nil {
 			return err
 		}
-		defer leave()
+		stops.push(leave)
 	}
 	for _, name := range a.cfg.Announcers {
-		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: recorder, registry: a.registry,
+		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: ev.recorder, registry: a.registry,
 			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull})
 		if err != nil {
 			return fmt.Errorf("starting announcer %s: %w", name, err)
 		}
-		defer stop() // before leaving membership: stop answering, then leave
+		stops.push(stop)
 		a.loop.consumers = append(a.loop.consumers, c)
 	}
+	return nil
+}
 
+// netfilterOptions are the proxier's options from the agent's configuration.
+func (a *agent) netfilterOptions(nfs map[rules.Family]netfilter.Netfilter) netfilter.Options {
+	return netfilter.Options{
+		ClusterCIDRs:    a.cfg.ClusterCIDRs,
+		NodePortCIDRs:   a.cfg.NodePortAddresses.CIDRs,
+		NodePortPrimary: a.cfg.NodePortAddresses.Primary,
+		MasqueradeAll:   a.cfg.MasqueradeAll,
+		MasqueradeBit:   a.cfg.MasqueradeBit,
+		Netfilters:      nfs,
+		Conntrack:       netfilter.NetlinkConntrack{},
+		Registerer:      a.registry,
+		FamilySynced:    a.health.FamilySynced,
+	}
+}
+
+// startHTTP serves /healthz and /livez, and /metrics, on their addresses ("0" or "" disables
+// one); a server that fails stops the agent through cancel.
+func (a *agent) startHTTP(ctx context.Context, cancel context.CancelFunc) {
 	errc := make(chan error, 2)
 	if addr := a.cfg.HealthzBindAddress; addr != "" && addr != "0" {
 		mux := http.NewServeMux()
@@ -174,8 +236,11 @@ func (a *agent) run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
+}
 
-	// A full sync first, then one every SyncPeriod.
+// syncUntilDone runs the sync loop until ctx ends: a full sync first, then one every
+// SyncPeriod, and a sync for every batch of changes in between.
+func (a *agent) syncUntilDone(ctx context.Context) {
 	a.loop.requestFull()
 	go func() {
 		tick := time.NewTicker(a.cfg.SyncPeriod)
@@ -195,8 +260,6 @@ func (a *agent) run(ctx context.Context) error {
 	}()
 	for a.loop.processNext(ctx) {
 	}
-	a.log.Info("Stopped; rules stay in place")
-	return nil
 }
 
 // netfilters creates the iptables seams for the families this node has addresses of (IPv4
@@ -242,7 +305,7 @@ func familyOf(ip netip.Addr) rules.Family {
 // balancers drain it.
 func (a *agent) nodeEligible() bool {
 	n := a.tracker.Store().Node()
-	return n != nil && !servicemodel.NodeBeingDeleted(n)
+	return n != nil && !servicerules.NodeBeingDeleted(n)
 }
 
 // serveHTTP runs handler on addr until ctx ends.

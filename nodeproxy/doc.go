@@ -12,11 +12,16 @@
 //     /livez;
 //   - membership (--membership): which nodes' agents are alive, known within a second
 //     (hashicorp/memberlist); started and joined before the first sync (liveness.go);
-//   - announce: the VIP announcers (--announce=l2), Consumers registered in announcers.go and
-//     run after netfilter and the health checks; package announce explains how they join;
+//   - announce: the VIP announcers (--announce=l2,bgp: ARP/NDP in announce/l2, BGP in
+//     announce/bgp), Consumers registered in announcers.go and run after netfilter and the
+//     health checks; package announce explains how they join;
 //   - serviceports: the pure translation of a Service and its EndpointSlices into the service
-//     ports of one family (endpoint conditions, topology hints, traffic policies, source ranges
-//     and affinity by controllers/servicemodel, the rules the controller applies too).
+//     ports of one family (endpoint conditions, topology hints, traffic policies; source ranges,
+//     affinity and node eligibility by package servicerules, the rules the controller applies
+//     too, and AddressPools read by package addresspool).
+//
+// The agent links no provider and no controller: the rules it shares with portico-controller
+// live on the ground floor (servicerules, addresspool), and internal/deprules checks it.
 //
 // The rule layout (address buckets, DNAT without per-endpoint chains, the PTC- prefix and what
 // the agent owns in netfilter) is described in package rules.
@@ -24,8 +29,8 @@
 // # Consumers
 //
 // A Consumer (Name, Sync(ctx, *tracker.State) error) is how a room joins the loop; a VIP
-// announcer (ARP and NDP now, BGP next) is one more Consumer, registered by one line in
-// announcers.go, without touching netfilter.
+// announcer (ARP/NDP or BGP) is one more Consumer, registered by one line in announcers.go,
+// without touching netfilter.
 // On every sync each consumer gets:
 //
 //   - State.Changed, the Services changed since the last successful sync, sorted, and
@@ -52,6 +57,10 @@
 // failed restore; now they are, and /healthz still turns unhealthy after 2 x --sync-period of
 // failures). Consumers run in order on the loop's goroutine; Sync must not keep State.
 //
+// Run's steps are one function each (agent.go): startEvents, startConsumers (netfilter, health
+// checks, membership, announcers; stopped in reverse order at exit), startHTTP (/healthz,
+// /livez, /metrics) and syncUntilDone.
+//
 // # Syncs
 //
 // Informer events only record which Services changed and add the single key "sync" to a
@@ -76,7 +85,7 @@
 //
 // # Source ranges
 //
-// loadBalancerSourceRanges are controllers/servicemodel's: spec.loadBalancerSourceRanges, else
+// loadBalancerSourceRanges are package servicerules': spec.loadBalancerSourceRanges, else
 // the service.beta.kubernetes.io/load-balancer-source-ranges annotation. When they are invalid
 // (the controller reports the Service as InvalidSpec and keeps its load balancer), the agent
 // drops every new connection to the Service's LoadBalancer IPs, from any source, until the value

@@ -17,66 +17,19 @@ import (
 // sees them (alone in its view an agent would win every VIP), and keeps the peers up to date
 // and the loop informed until ctx ends. The returned function leaves gracefully.
 func (a *agent) startMembership(ctx context.Context) (func(), error) {
-	mc := a.cfg.Membership
-	cfg := membership.DefaultConfig()
-	cfg.NodeName, cfg.Port, cfg.Log = a.cfg.NodeName, mc.Port, a.log.WithName("membership")
-	cfg.Timings = membership.Timings{ProbeInterval: mc.ProbeInterval, ProbeTimeout: mc.ProbeTimeout,
-		SuspicionMult: mc.SuspicionMult, SuspicionMaxTimeoutMult: mc.SuspicionMaxTimeoutMult, GossipInterval: mc.GossipInterval}
-	cfg.RejoinInterval = mc.RejoinInterval
-	if mc.BindAddress != "" {
-		cfg.BindAddr, _ = netip.ParseAddr(mc.BindAddress) // validated
-	} else if ips := internalIPs(a.tracker.Store().Node()); len(ips) > 0 {
-		cfg.BindAddr = ips[0]
-	} else {
-		return nil, fmt.Errorf("membership: Node %s has no InternalIP; set --membership-bind-address", a.cfg.NodeName)
-	}
-	if mc.SecretFile != "" {
-		var err error
-		if cfg.SecretKey, err = membership.LoadSecretKey(mc.SecretFile); err != nil {
-			return nil, err
-		}
+	cfg, err := a.membershipConfig()
+	if err != nil {
+		return nil, err
 	}
 	m, err := membership.Start(cfg)
 	if err != nil {
 		return nil, err
 	}
-	metrics := newMembershipMetrics(a.registry)
-	peers := func() []netip.Addr {
-		nodes, _ := a.tracker.Store().Nodes()
-		var out []netip.Addr
-		for _, n := range nodes {
-			for _, ip := range internalIPs(n) {
-				if ip.Is4() == cfg.BindAddr.Is4() {
-					out = append(out, ip)
-				}
-			}
-		}
-		return out
-	}
+	peers := func() []netip.Addr { return a.membershipPeers(cfg.BindAddr) }
 	m.SetPeers(peers()) // blocks for the first join
 	a.log.Info("Joined membership", "bind", netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.Port)), "alive", len(m.Alive()))
 	a.loop.liveness = func() (map[string]bool, map[string]bool) { return m.Alive(), m.Dead() }
-	metrics.observe(m)
-	lastDead := m.Dead()
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-m.Changes():
-				metrics.changes.Inc()
-				metrics.observe(m)
-				// Urgent before marking: a sync that starts on a mark must skip the limiter.
-				a.loop.urgent.Store(true)
-				dead := m.Dead()
-				for _, key := range a.tracker.Store().ServicesWithEndpointsOn(symmetricDifference(lastDead, dead)) {
-					a.tracker.Mark(key)
-				}
-				lastDead = dead
-				a.loop.requestUrgent()
-			}
-		}
-	}()
+	go a.followMembership(ctx, m, newMembershipMetrics(a.registry))
 	// Nodes come and go: keep the peer list current. SetPeers joins the new ones and may block
 	// for memberlist's TCP timeout on an unreachable peer, so it has a goroutine of its own:
 	// view changes must reach the loop at once.
@@ -97,6 +50,72 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 			a.log.Error(err, "Leaving membership")
 		}
 	}, nil
+}
+
+// membershipConfig is the member's configuration from the agent's: the bind address (the
+// flag's, else the Node's first InternalIP) and the shared secret read from its file.
+func (a *agent) membershipConfig() (membership.Config, error) {
+	mc := a.cfg.Membership
+	cfg := membership.Config{
+		NodeName: a.cfg.NodeName,
+		Port:     mc.Port,
+		Timings: membership.Timings{ProbeInterval: mc.ProbeInterval, ProbeTimeout: mc.ProbeTimeout,
+			SuspicionMult: mc.SuspicionMult, SuspicionMaxTimeoutMult: mc.SuspicionMaxTimeoutMult, GossipInterval: mc.GossipInterval},
+		RejoinInterval: mc.RejoinInterval,
+		Log:            a.log.WithName("membership"),
+	}
+	if mc.BindAddress != "" {
+		cfg.BindAddr, _ = netip.ParseAddr(mc.BindAddress) // validated
+	} else if ips := internalIPs(a.tracker.Store().Node()); len(ips) > 0 {
+		cfg.BindAddr = ips[0]
+	} else {
+		return cfg, fmt.Errorf("membership: Node %s has no InternalIP; set --membership-bind-address", a.cfg.NodeName)
+	}
+	if mc.SecretFile != "" {
+		var err error
+		if cfg.SecretKey, err = membership.LoadSecretKey(mc.SecretFile); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// membershipPeers are the InternalIPs of every Node of bind's family: the agents to join.
+func (a *agent) membershipPeers(bind netip.Addr) []netip.Addr {
+	nodes, _ := a.tracker.Store().Nodes()
+	var out []netip.Addr
+	for _, n := range nodes {
+		for _, ip := range internalIPs(n) {
+			if ip.Is4() == bind.Is4() {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
+}
+
+// followMembership turns every change of m's view into work for the loop until ctx ends: the
+// Services with endpoints on nodes that died or came back are marked, and the sync is urgent.
+func (a *agent) followMembership(ctx context.Context, m *membership.Membership, metrics *membershipMetrics) {
+	metrics.observe(m)
+	lastDead := m.Dead()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.Changes():
+			metrics.changes.Inc()
+			metrics.observe(m)
+			// Urgent before marking: a sync that starts on a mark must skip the limiter.
+			a.loop.urgent.Store(true)
+			dead := m.Dead()
+			for _, key := range a.tracker.Store().ServicesWithEndpointsOn(symmetricDifference(lastDead, dead)) {
+				a.tracker.Mark(key)
+			}
+			lastDead = dead
+			a.loop.requestUrgent()
+		}
+	}
 }
 
 // symmetricDifference returns the names in exactly one of a and b.

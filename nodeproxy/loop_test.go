@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
 	"github.com/portico-lb/portico/nodeproxy/netfilter/netfiltertest"
 	"github.com/portico-lb/portico/nodeproxy/rules"
@@ -58,7 +57,7 @@ func newLoopFixture(t *testing.T) *loopFixture {
 	f.loop = newSyncLoop(logr.Discard(), "node1", 0, newLoopMetrics(nil))
 	f.tracker = tracker.NewForStore(store, f.loop.notify)
 	f.loop.changes, f.loop.store, f.store = f.tracker, store, store
-	proxier := netfilter.New(netfilter.Options{Config: config.DefaultAgent(), Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: f.fake}})
+	proxier := netfilter.New(netfilter.Options{MasqueradeBit: 12, Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: f.fake}})
 	f.loop.consumers = []Consumer{proxier, f.rec}
 	t.Cleanup(f.loop.queue.ShutDown)
 	return f

@@ -11,6 +11,7 @@ import (
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/controllers/ccm"
 	"github.com/portico-lb/portico/providers"
+	"github.com/portico-lb/portico/providers/registry"
 )
 
 func TestNewFromConfig(t *testing.T) {
@@ -76,7 +77,7 @@ func TestNewFromConfigReportsEveryProblem(t *testing.T) {
 
 func fromConfig(t *testing.T, r io.Reader) (*ccm.Cloud, error) {
 	t.Helper()
-	cfg, err := config.LoadCCM(r)
+	cfg, err := config.LoadCCM(r, registry.NewConfigs())
 	if err != nil {
 		return nil, err
 	}

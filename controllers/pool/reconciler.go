@@ -24,9 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/portico-lb/portico/addresspool"
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/providers"
-	"github.com/portico-lb/portico/providers/baremetal"
 )
 
 // ControllerName names the controller in logs and metrics.
@@ -122,13 +121,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, p := range bgpPeers.Items {
 		peers[p.Name] = p.Labels
 	}
-	pools := baremetal.ResolvePools(list.Items)
+	pools := addresspool.Resolve(list.Items)
 	for i := range list.Items {
 		ap := &list.Items[i]
 		if ap.Name != req.Name {
 			continue
 		}
-		var parsed *baremetal.Pool
+		var parsed *addresspool.Pool
 		for _, p := range pools {
 			if p.Name == ap.Name {
 				parsed = p
@@ -139,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil // deleted
 }
 
-func (r *Reconciler) report(ctx context.Context, ap *v1alpha1.AddressPool, p *baremetal.Pool, held []netip.Addr, peers map[string]map[string]string) error {
+func (r *Reconciler) report(ctx context.Context, ap *v1alpha1.AddressPool, p *addresspool.Pool, held []netip.Addr, peers map[string]map[string]string) error {
 	orig := ap.DeepCopy()
 	st := DesiredStatus(ap, p, held, peers)
 	if equality.Semantic.DeepEqual(orig.Status, st) {
@@ -159,15 +158,15 @@ func (r *Reconciler) report(ctx context.Context, ap *v1alpha1.AddressPool, p *ba
 // DesiredStatus computes a pool's status from its parsed form, the addresses Services hold and
 // the cluster's BGPPeers (name -> labels), keeping the transition times of unchanged
 // conditions.
-func DesiredStatus(ap *v1alpha1.AddressPool, p *baremetal.Pool, held []netip.Addr, peers map[string]map[string]string) v1alpha1.AddressPoolStatus {
+func DesiredStatus(ap *v1alpha1.AddressPool, p *addresspool.Pool, held []netip.Addr, peers map[string]map[string]string) v1alpha1.AddressPoolStatus {
 	st := *ap.Status.DeepCopy()
 	st.ObservedGeneration = ap.Generation
-	usage := baremetal.Usage(p, held)
+	usage := addresspool.Usage(p, held)
 	st.IPv4, st.IPv6 = nil, nil
-	if u, ok := usage[providers.IPv4]; ok {
+	if u, ok := usage[corev1.IPv4Protocol]; ok {
 		st.IPv4 = &u
 	}
-	if u, ok := usage[providers.IPv6]; ok {
+	if u, ok := usage[corev1.IPv6Protocol]; ok {
 		st.IPv6 = &u
 	}
 	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: ReasonValid,
@@ -242,7 +241,7 @@ var _ reconcile.Reconciler = (*Reconciler)(nil)
 // setBGPCondition sets BGPValid from the pool's BGP settings and the BGPPeers they select, or
 // removes it when there are none.
 func setBGPCondition(st *v1alpha1.AddressPoolStatus, ap *v1alpha1.AddressPool, peers map[string]map[string]string) {
-	settings, problems := baremetal.ParseBGP(ap)
+	settings, problems := addresspool.ParseBGP(ap)
 	if settings == nil {
 		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionBGPValid)
 		return

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/portico-lb/portico/addresspool"
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/providers/baremetal"
 )
 
 func TestDesiredStatus(t *testing.T) {
@@ -24,9 +24,9 @@ func TestDesiredStatus(t *testing.T) {
 		mk("bad", 2, "198.18.2.0/33"),
 		mk("young", 3, "198.18.1.4/30"),
 	}
-	pools := baremetal.ResolvePools(items)
+	pools := addresspool.Resolve(items)
 	held := []netip.Addr{netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("198.18.1.5")}
-	find := func(name string) *baremetal.Pool {
+	find := func(name string) *addresspool.Pool {
 		for _, p := range pools {
 			if p.Name == name {
 				return p

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/portico-lb/portico/controllers/servicemodel"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // ControllerName labels the controller's metrics and logs.
@@ -101,8 +101,8 @@ func (nodeChange) Update(e event.UpdateEvent) bool {
 	if o == nil || n == nil {
 		return true
 	}
-	return servicemodel.NodeEligible(o) != servicemodel.NodeEligible(n) ||
+	return servicerules.NodeEligible(o) != servicerules.NodeEligible(n) ||
 		!reflect.DeepEqual(o.Labels, n.Labels) ||
 		o.Spec.ProviderID != n.Spec.ProviderID ||
-		!reflect.DeepEqual(servicemodel.NodeAddresses(o), servicemodel.NodeAddresses(n))
+		!reflect.DeepEqual(servicerules.NodeAddresses(o), servicerules.NodeAddresses(n))
 }

@@ -1,18 +1,16 @@
-// Package servicemodel owns the pure rules that turn a Service into what Portico programs, so
-// that portico-controller (controllers/service), portico-ccm (controllers/ccm) and portico-agent
-// (nodeproxy) apply each rule from one place:
+// Package servicemodel owns the pure rules that turn a Service into what portico-controller
+// (controllers/service) and portico-ccm (controllers/ccm) ask a provider for:
 //
 //   - BuildLoadBalancer: Service + Nodes -> the complete desired providers.LoadBalancer, or every
 //     problem with its field path (ports, requested IPs, IP families, capabilities);
-//   - node eligibility: NodeEligible, NodeBeingDeleted, EligibleNodes, NodeAddresses (the
-//     exclude-from-external-load-balancers label, the ToBeDeletedByClusterAutoscaler taint,
-//     deletion);
-//   - SourceRanges: spec.loadBalancerSourceRanges wins over the
-//     service.beta.kubernetes.io/load-balancer-source-ranges annotation, and an invalid value
-//     makes the whole rule invalid (the controller reports it, the agent denies every source);
-//   - AffinityTimeout: the ClientIP session affinity timeout and its default;
+//   - EligibleNodes: the load-balancer backends;
 //   - ToServiceStatus: a provider's Status -> status.loadBalancer.
 //
-// It is a leaf: it imports k8s.io/api, apimachinery, annotations and providers only, never a
-// client or controller-runtime, and every function is pure, so each rule is table-tested here.
+// The rules the agent applies too (node eligibility, source ranges, the affinity timeout) live
+// on the ground floor, in package servicerules, which this package builds on; portico-agent
+// does not link this package.
+//
+// It is a leaf: it imports k8s.io/api, apimachinery, annotations, servicerules and providers
+// only, never a client or controller-runtime, and every function is pure, so each rule is
+// table-tested here.
 package servicemodel

@@ -10,6 +10,7 @@ import (
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // BuildLoadBalancer turns a Service and the cluster's nodes into the complete desired load
@@ -46,7 +47,7 @@ func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.
 	}
 
 	lb.Ports, errs = buildPorts(svc, caps, spec, errs)
-	lb.SourceRanges, errs = resolveSourceRanges(svc, ann.SourceRanges, errs)
+	lb.SourceRanges, errs = servicerules.ResolveSourceRanges(svc, ann.SourceRanges, errs)
 	lb.RequestedIPs, errs = buildRequestedIPs(svc, ann, caps, spec, errs)
 	lb.IPFamilies, errs = buildFamilies(svc, caps, spec, errs)
 
@@ -54,7 +55,7 @@ func BuildLoadBalancer(svc *corev1.Service, nodes []corev1.Node, caps providers.
 		if !caps.SessionAffinity {
 			errs = append(errs, field.NotSupported(spec.Child("sessionAffinity"), svc.Spec.SessionAffinity, []string{string(corev1.ServiceAffinityNone)}))
 		}
-		lb.SessionAffinity = providers.SessionAffinity{ClientIP: true, Timeout: AffinityTimeout(svc)}
+		lb.SessionAffinity = providers.SessionAffinity{ClientIP: true, Timeout: servicerules.AffinityTimeout(svc)}
 	}
 	if lb.LocalTrafficOnly && lb.HealthCheckNodePort == 0 && allocatesNodePorts(svc) {
 		errs = append(errs, field.Required(spec.Child("healthCheckNodePort"), "externalTrafficPolicy=Local needs a health-check node port"))

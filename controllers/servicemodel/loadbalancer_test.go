@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/providers"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 func baseService(mutate ...func(*corev1.Service)) *corev1.Service {
@@ -210,11 +211,11 @@ func TestEligibleNodes(t *testing.T) {
 	nodes := []corev1.Node{
 		node("c"),
 		node("a"),
-		node("excluded", func(n *corev1.Node) { n.Labels = map[string]string{ExcludeFromLBLabel: ""} }),
-		node("kept", func(n *corev1.Node) { n.Labels = map[string]string{ExcludeFromLBLabel: "false"} }),
+		node("excluded", func(n *corev1.Node) { n.Labels = map[string]string{servicerules.ExcludeFromLBLabel: ""} }),
+		node("kept", func(n *corev1.Node) { n.Labels = map[string]string{servicerules.ExcludeFromLBLabel: "false"} }),
 		node("deleting", func(n *corev1.Node) { n.DeletionTimestamp = &now }),
 		node("tainted", func(n *corev1.Node) {
-			n.Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+			n.Spec.Taints = []corev1.Taint{{Key: servicerules.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
 		}),
 		node("notready", func(n *corev1.Node) {
 			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}

@@ -12,7 +12,7 @@
 // any announcer the tracker (package tracker, tracker.Options) watches every Node and the
 // AddressPools, and tracker.State carries:
 //
-//   - Store.Nodes(): the Node objects (eligibility by servicemodel.NodeEligible and the
+//   - Store.Nodes(): the Node objects (eligibility by servicerules.NodeEligible and the
 //     NetworkUnavailable condition, labels for a pool's node selector, InternalIPs for the
 //     membership peers); a Node change that matters to elections (labels, addresses, taints,
 //     condition statuses, deletion; not heartbeats) queues a sync;

@@ -8,9 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/portico-lb/portico/addresspool"
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
-	"github.com/portico-lb/portico/providers/baremetal"
 )
 
 // Target is one VIP to announce and what the choice of its announcing nodes depends on. Every
@@ -41,7 +41,7 @@ func Targets(st *tracker.State) ([]Target, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	pools := baremetal.ResolvePools(items)
+	pools := addresspool.Resolve(items)
 	byName := map[string]*v1alpha1.AddressPool{}
 	for i := range items {
 		byName[items[i].Name] = &items[i]
@@ -71,7 +71,7 @@ func Targets(st *tracker.State) ([]Target, error) {
 			vip = vip.Unmap()
 			t := byVIP[vip]
 			if t == nil {
-				p := baremetal.PoolOf(pools, vip)
+				p := addresspool.Containing(pools, vip)
 				if p == nil {
 					continue
 				}

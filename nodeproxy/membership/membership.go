@@ -16,10 +16,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/portico-lb/portico/config"
 )
 
 // DefaultPort is memberlist's usual port (TCP and UDP), as MetalLB uses it.
-const DefaultPort = 7946
+const DefaultPort = config.DefaultMembershipPort
 
 // Timings are memberlist's failure-detector settings (see the package doc for the math).
 type Timings struct {
@@ -30,14 +32,16 @@ type Timings struct {
 	GossipInterval          time.Duration
 }
 
-// DefaultTimings are tuned for sub-second detection on one LAN.
+// DefaultTimings are tuned for sub-second detection on one LAN: portico-agent's defaults
+// (config.DefaultMembership), which own the numbers.
 func DefaultTimings() Timings {
+	d := config.DefaultMembership()
 	return Timings{
-		ProbeInterval:           100 * time.Millisecond,
-		ProbeTimeout:            50 * time.Millisecond,
-		SuspicionMult:           4,
-		SuspicionMaxTimeoutMult: 2,
-		GossipInterval:          50 * time.Millisecond,
+		ProbeInterval:           d.ProbeInterval,
+		ProbeTimeout:            d.ProbeTimeout,
+		SuspicionMult:           d.SuspicionMult,
+		SuspicionMaxTimeoutMult: d.SuspicionMaxTimeoutMult,
+		GossipInterval:          d.GossipInterval,
 	}
 }
 
@@ -61,7 +65,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults; NodeName and BindAddr have none.
 func DefaultConfig() Config {
-	return Config{Port: DefaultPort, Timings: DefaultTimings(), RejoinInterval: 5 * time.Second}
+	return Config{Port: DefaultPort, Timings: DefaultTimings(), RejoinInterval: config.DefaultMembership().RejoinInterval}
 }
 
 // Validate returns every problem of c.

@@ -8,17 +8,17 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 )
 
 // Cleanup removes everything the agent installs, in both families: the jump rules in the
 // built-in chains (recognised by their comment), then every chain named with rules.Prefix.
-// Nothing else is touched. A family whose iptables binary is missing is skipped.
-func Cleanup(ctx context.Context, cfg config.Agent) error {
+// Nothing else is touched. binaries names each family's iptables binary; a family whose binary
+// is missing is skipped.
+func Cleanup(ctx context.Context, binaries map[rules.Family]string) error {
 	log := logr.FromContextOrDiscard(ctx)
 	var errs []error
-	for fam, bin := range map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath} {
+	for fam, bin := range binaries {
 		if _, err := exec.LookPath(bin); err != nil {
 			log.Info("Skipping family: no iptables binary", "family", fam, "binary", bin)
 			continue

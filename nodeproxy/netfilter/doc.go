@@ -10,4 +10,8 @@
 // the jumps; NewExec runs the binaries, netfiltertest fakes it for unit tests) and Conntrack
 // (netlink); the netfilter metrics; where NodePorts answer (--nodeport-addresses); and Cleanup
 // (--cleanup), which removes only what package rules says the agent owns.
+//
+// Options carry what it needs of the agent's configuration, parsed and validated at startup by
+// package config (cluster CIDRs and NodePort addresses as netip.Prefix values), never the whole
+// agent configuration.
 package netfilter

@@ -11,16 +11,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/nodeproxy/serviceports"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
 )
 
-// Options configure a Proxier.
+// Options configure a Proxier. Addresses arrive parsed and validated (config.Agent does it at
+// startup).
 type Options struct {
-	// Config is the agent's configuration: masquerading, cluster CIDRs, NodePort addresses.
-	Config config.Agent
+	// ClusterCIDRs hold the pods' addresses, of either family: traffic from outside them to a
+	// ClusterIP is masqueraded, traffic from inside them to an externalTrafficPolicy: Local
+	// address goes to any endpoint. Empty disables both.
+	ClusterCIDRs []netip.Prefix
+	// NodePortCIDRs restrict NodePorts to local addresses within them, of either family, and
+	// NodePortPrimary adds the Node's primary IP of each family. A family with neither answers
+	// on every local address except loopback.
+	NodePortCIDRs   []netip.Prefix
+	NodePortPrimary bool
+	// MasqueradeAll masquerades all ClusterIP traffic.
+	MasqueradeAll bool
+	// MasqueradeBit is the fwmark bit (0-31) that asks for masquerading.
+	MasqueradeBit int
 	// Netfilters are the iptables of each family to program; a family without one is left
 	// alone. Required.
 	Netfilters map[rules.Family]Netfilter
@@ -47,7 +58,6 @@ func New(opts Options) *Proxier {
 	if p.familySynced == nil {
 		p.familySynced = func(rules.Family, error) {}
 	}
-	cfg := opts.Config
 	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
 		nf := opts.Netfilters[fam]
 		if nf == nil {
@@ -57,12 +67,12 @@ func New(opts Options) *Proxier {
 			family: fam, nf: nf, ct: opts.Conntrack, metrics: p.metrics,
 			baseCfg: rules.Config{
 				Family:         fam,
-				MasqueradeMark: 1 << cfg.MasqueradeBit,
-				MasqueradeAll:  cfg.MasqueradeAll,
-				ClusterCIDRs:   familyPrefixes(cfg.ClusterCIDRs, fam),
+				MasqueradeMark: 1 << opts.MasqueradeBit,
+				MasqueradeAll:  opts.MasqueradeAll,
+				ClusterCIDRs:   familyPrefixes(opts.ClusterCIDRs, fam),
 			},
-			npCIDRs:   familyPrefixes(cfg.NodePortAddresses, fam),
-			npPrimary: slices.Contains(cfg.NodePortAddresses, config.NodePortPrimary),
+			npCIDRs:   familyPrefixes(opts.NodePortCIDRs, fam),
+			npPrimary: opts.NodePortPrimary,
 		})
 	}
 	return p
@@ -143,11 +153,12 @@ func (p *Proxier) HealthCheckAddresses() []netip.Addr {
 	return out
 }
 
-func familyPrefixes(list []string, f rules.Family) []netip.Prefix {
+// familyPrefixes returns the prefixes of family f, masked.
+func familyPrefixes(list []netip.Prefix, f rules.Family) []netip.Prefix {
 	var out []netip.Prefix
-	for _, p := range config.Prefixes(list) {
+	for _, p := range list {
 		if f.Contains(p.Addr()) {
-			out = append(out, p)
+			out = append(out, p.Masked())
 		}
 	}
 	return out

@@ -3,6 +3,7 @@ package netfilter_test
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
 	"github.com/portico-lb/portico/nodeproxy/netfilter/netfiltertest"
 	"github.com/portico-lb/portico/nodeproxy/rules"
@@ -73,8 +73,7 @@ func (c *cluster) state(t *testing.T, full bool, changed ...types.NamespacedName
 }
 
 func newProxier(fake *netfiltertest.Fake) *netfilter.Proxier {
-	cfg := config.DefaultAgent()
-	return netfilter.New(netfilter.Options{Config: cfg, Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: fake}})
+	return netfilter.New(netfilter.Options{MasqueradeBit: 12, Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: fake}})
 }
 
 // writtenChains names the chains a restore input declares.
@@ -191,7 +190,7 @@ func TestRestoreFailureMakesTheFamilyFull(t *testing.T) {
 	web := c.service("web", "198.18.0.10", "198.19.1.2")
 	fake := netfiltertest.New()
 	var outcomes []error
-	p := netfilter.New(netfilter.Options{Config: config.DefaultAgent(),
+	p := netfilter.New(netfilter.Options{MasqueradeBit: 12,
 		Netfilters:   map[rules.Family]netfilter.Netfilter{rules.IPv4: fake},
 		FamilySynced: func(_ rules.Family, err error) { outcomes = append(outcomes, err) }})
 	if err := p.Sync(ctx, c.state(t, true)); err != nil {
@@ -223,9 +222,8 @@ func TestHealthCheckAddresses(t *testing.T) {
 	if got := p.HealthCheckAddresses(); got != nil {
 		t.Errorf("unrestricted NodePorts: %v, want nil (every address)", got)
 	}
-	cfg := config.DefaultAgent()
-	cfg.NodePortAddresses = []string{"198.18.255.254/32"} // no local address in it
-	p = netfilter.New(netfilter.Options{Config: cfg, Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: fake}})
+	p = netfilter.New(netfilter.Options{MasqueradeBit: 12, NodePortCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.255.254/32")}, // no local address in it
+		Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: fake}})
 	c := newCluster()
 	if err := p.Sync(context.Background(), c.state(t, true)); err != nil {
 		t.Fatal(err)

@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // Node is what ServicePorts needs to know of the agent's node.
@@ -35,7 +35,7 @@ func NodeOf(name string, n *corev1.Node) Node {
 // ServicePorts turns a Service and its EndpointSlices into the service ports of one family that
 // the agent programs on node. Headless and ExternalName Services have none. Pure.
 //
-// The source ranges and the affinity timeout are servicemodel's, as the controller applies
+// The source ranges and the affinity timeout are servicerules', as the controller applies
 // them: spec.loadBalancerSourceRanges, else the load-balancer-source-ranges annotation. When
 // they are invalid (the controller reports the Service as InvalidSpec), the ports are marked
 // SourceRangesInvalid and no source may reach the LoadBalancer IPs: enforcing the valid items
@@ -67,7 +67,7 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 				lbIPs = append(lbIPs, a)
 			}
 		}
-		all, errs := servicemodel.SourceRanges(svc)
+		all, errs := servicerules.SourceRanges(svc)
 		rangesInvalid = len(errs) > 0
 		if !rangesInvalid {
 			for _, p := range all {
@@ -77,7 +77,7 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 			}
 		}
 	}
-	affinity := int(servicemodel.AffinityTimeout(svc).Seconds())
+	affinity := int(servicerules.AffinityTimeout(svc).Seconds())
 	externalLocal := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
 

@@ -176,7 +176,7 @@ func TestTopologyHints(t *testing.T) {
 	}
 }
 
-// TestSourceRangesAsTheControllerAccepts: the agent enforces the ranges servicemodel resolves
+// TestSourceRangesAsTheControllerAccepts: the agent enforces the ranges servicerules resolves
 // (the annotation alone counts), and an invalid value denies every source instead of enforcing
 // a part of it or nothing.
 func TestSourceRangesAsTheControllerAccepts(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/controllers/servicemodel"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // State is what every consumer of the sync loop sees on one sync: which Services changed and
@@ -59,10 +59,10 @@ type Store interface {
 }
 
 // NodeEligible reports whether this node is a load-balancer backend by the controller's rule
-// (servicemodel.NodeEligible: known, not being deleted, no exclude-from-external-load-balancers
+// (servicerules.NodeEligible: known, not being deleted, no exclude-from-external-load-balancers
 // label): a node that is not should not attract load-balancer traffic, e.g. by announcing VIPs.
 func (s *State) NodeEligible() bool {
-	return s.Node != nil && servicemodel.NodeEligible(s.Node)
+	return s.Node != nil && servicerules.NodeEligible(s.Node)
 }
 
 // Service returns the Service key and its EndpointSlices (nil Service when it is gone).

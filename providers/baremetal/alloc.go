@@ -8,8 +8,10 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/portico-lb/portico/addresspool"
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
 )
@@ -230,7 +232,7 @@ func (a *Allocator) holders(ip netip.Addr, ref providers.Ref) []string {
 // PreferDualStack when a family cannot be served), records them and releases any address the
 // Service held and no longer gets. On error nothing changes: an *providers.InvalidError when
 // the Service must change, a *PendingError when it must wait.
-func (a *Allocator) Assign(pools []*Pool, req Request) ([]netip.Addr, error) {
+func (a *Allocator) Assign(pools []*addresspool.Pool, req Request) ([]netip.Addr, error) {
 	// What the Service holds: the allocator's record, or after a class change to this
 	// provider the addresses its status reports that lie in a pool.
 	var held []netip.Addr
@@ -238,7 +240,7 @@ func (a *Allocator) Assign(pools []*Pool, req Request) ([]netip.Addr, error) {
 		held = h.ips
 	} else {
 		for _, ip := range req.Current {
-			if PoolOf(pools, ip) != nil {
+			if addresspool.Containing(pools, ip) != nil {
 				held = append(held, ip)
 			}
 		}
@@ -250,7 +252,7 @@ func (a *Allocator) Assign(pools []*Pool, req Request) ([]netip.Addr, error) {
 		}
 		if p != nil && len(p.Problems) == 0 && req.Policy != providers.PreferDualStack {
 			for _, fam := range req.Families {
-				if !slices.Contains(p.Families(), fam) {
+				if !slices.Contains(p.Families(), corev1.IPFamily(fam)) {
 					return nil, providers.Invalid(fieldPool, "pool %q has no %s addresses, which %s ask for", p.Name, fam, fieldFamilies)
 				}
 			}
@@ -301,7 +303,7 @@ func (a *Allocator) checkRequested(req Request) error {
 
 // assignFamily decides the address of family fam. taken holds addresses already chosen for
 // other families.
-func (a *Allocator) assignFamily(pools []*Pool, req Request, fam providers.IPFamily, held, taken []netip.Addr) (netip.Addr, error) {
+func (a *Allocator) assignFamily(pools []*addresspool.Pool, req Request, fam providers.IPFamily, held, taken []netip.Addr) (netip.Addr, error) {
 	for _, ip := range req.Requested {
 		if familyOf(ip) == fam {
 			return a.assignRequested(pools, req, ip, held)
@@ -316,8 +318,8 @@ func (a *Allocator) assignFamily(pools []*Pool, req Request, fam providers.IPFam
 }
 
 // assignRequested checks that ip may be given to req.
-func (a *Allocator) assignRequested(pools []*Pool, req Request, ip netip.Addr, held []netip.Addr) (netip.Addr, error) {
-	p := PoolOf(pools, ip)
+func (a *Allocator) assignRequested(pools []*addresspool.Pool, req Request, ip netip.Addr, held []netip.Addr) (netip.Addr, error) {
+	p := addresspool.Containing(pools, ip)
 	if p == nil {
 		return netip.Addr{}, providers.Invalid(fieldRequested, "%s is in no address pool", ip)
 	}
@@ -343,8 +345,8 @@ func (a *Allocator) assignRequested(pools []*Pool, req Request, ip netip.Addr, h
 // keepable reports whether req may keep the address it holds: only a choice the Service itself
 // made (another pool, internal or not, sharing) takes it away. Pool edits, selectors and
 // auto-assign never do.
-func (a *Allocator) keepable(pools []*Pool, req Request, ip netip.Addr) bool {
-	p := PoolOf(pools, ip)
+func (a *Allocator) keepable(pools []*addresspool.Pool, req Request, ip netip.Addr) bool {
+	p := addresspool.Containing(pools, ip)
 	if req.Pool != "" && (p == nil || p.Name != req.Pool) {
 		return false
 	}
@@ -356,7 +358,7 @@ func (a *Allocator) keepable(pools []*Pool, req Request, ip netip.Addr) bool {
 
 // allocate picks a new address of family fam: an address it may share first, then the first
 // free one, from the eligible pools in priority order.
-func (a *Allocator) allocate(pools []*Pool, req Request, fam providers.IPFamily) (netip.Addr, error) {
+func (a *Allocator) allocate(pools []*addresspool.Pool, req Request, fam providers.IPFamily) (netip.Addr, error) {
 	cands, err := candidates(pools, req, fam)
 	if err != nil {
 		return netip.Addr{}, err
@@ -375,7 +377,7 @@ func (a *Allocator) allocate(pools []*Pool, req Request, fam providers.IPFamily)
 	}
 	for _, p := range cands {
 		for _, r := range p.Ranges {
-			if r.Family() != fam {
+			if providers.IPFamily(r.Family()) != fam {
 				continue
 			}
 			for ip := r.UsableFirst; ip.IsValid() && ip.Compare(r.UsableLast) <= 0; ip = ip.Next() {
@@ -393,7 +395,7 @@ func (a *Allocator) allocate(pools []*Pool, req Request, fam providers.IPFamily)
 }
 
 // candidates returns the usable pools that may serve req with family fam, best first.
-func candidates(pools []*Pool, req Request, fam providers.IPFamily) ([]*Pool, error) {
+func candidates(pools []*addresspool.Pool, req Request, fam providers.IPFamily) ([]*addresspool.Pool, error) {
 	if req.Pool != "" {
 		p := findPool(pools, req.Pool)
 		switch {
@@ -401,7 +403,7 @@ func candidates(pools []*Pool, req Request, fam providers.IPFamily) ([]*Pool, er
 			return nil, pending("address pool %q does not exist", req.Pool)
 		case !p.Usable():
 			return nil, pending("address pool %q is not usable: %s", p.Name, poolTrouble(p))
-		case !slices.Contains(p.Families(), fam):
+		case !slices.Contains(p.Families(), corev1.IPFamily(fam)):
 			if req.Policy == providers.PreferDualStack {
 				return nil, pending("address pool %q has no %s addresses", p.Name, fam)
 			}
@@ -410,11 +412,11 @@ func candidates(pools []*Pool, req Request, fam providers.IPFamily) ([]*Pool, er
 		if why := eligible(p, req, false); why != "" {
 			return nil, providers.Invalid(fieldPool, "pool %q %s", p.Name, why)
 		}
-		return []*Pool{p}, nil
+		return []*addresspool.Pool{p}, nil
 	}
-	var out []*Pool
+	var out []*addresspool.Pool
 	for _, p := range pools {
-		if p.Usable() && slices.Contains(p.Families(), fam) && eligible(p, req, true) == "" {
+		if p.Usable() && slices.Contains(p.Families(), corev1.IPFamily(fam)) && eligible(p, req, true) == "" {
 			out = append(out, p)
 		}
 	}
@@ -426,7 +428,7 @@ func candidates(pools []*Pool, req Request, fam providers.IPFamily) ([]*Pool, er
 }
 
 // priorityLess orders pools: lowest non-zero priority first, 0 last, then by name.
-func priorityLess(a, b *Pool) bool {
+func priorityLess(a, b *addresspool.Pool) bool {
 	pa, pb := a.Priority, b.Priority
 	if (pa == 0) != (pb == 0) {
 		return pa != 0
@@ -439,7 +441,7 @@ func priorityLess(a, b *Pool) bool {
 
 // eligible returns "" when pool p may serve req, otherwise why not ("is internal ...").
 // auto says the Service neither named the pool nor requested one of its addresses.
-func eligible(p *Pool, req Request, auto bool) string {
+func eligible(p *addresspool.Pool, req Request, auto bool) string {
 	if p.Internal != req.Internal {
 		return fmt.Sprintf("is %s but the Service is %s (%s)", internalWord(p.Internal), internalWord(req.Internal), annotations.Internal)
 	}
@@ -459,7 +461,7 @@ func eligible(p *Pool, req Request, auto bool) string {
 	return ""
 }
 
-func findPool(pools []*Pool, name string) *Pool {
+func findPool(pools []*addresspool.Pool, name string) *addresspool.Pool {
 	for _, p := range pools {
 		if p.Name == name {
 			return p
@@ -468,7 +470,7 @@ func findPool(pools []*Pool, name string) *Pool {
 	return nil
 }
 
-func poolTrouble(p *Pool) string {
+func poolTrouble(p *addresspool.Pool) string {
 	var msgs []string
 	for _, e := range p.Problems {
 		msgs = append(msgs, e.Error())
@@ -484,6 +486,14 @@ func internalWord(internal bool) string {
 		return "internal"
 	}
 	return "not internal"
+}
+
+// familyOf returns the IP family of a (IPv4-mapped IPv6 addresses count as IPv4).
+func familyOf(a netip.Addr) providers.IPFamily {
+	if a.Unmap().Is4() {
+		return providers.IPv4
+	}
+	return providers.IPv6
 }
 
 func describe(req Request) string {

@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/portico-lb/portico/addresspool"
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/providers"
 )
@@ -84,6 +86,13 @@ type step struct {
 	want    []string               // addresses; nil with an error
 	invalid string                 // substring of an expected *providers.InvalidError
 	pending string                 // substring of an expected *PendingError
+}
+
+func apool(name string, age int, addrs ...string) v1alpha1.AddressPool {
+	return v1alpha1.AddressPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Unix(1700000000+int64(age), 0))},
+		Spec:       v1alpha1.AddressPoolSpec{Addresses: addrs},
+	}
 }
 
 func TestAllocator(t *testing.T) {
@@ -250,10 +259,10 @@ func TestAllocator(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := NewAllocator()
-			pools := ResolvePools(tt.pools)
+			pools := addresspool.Resolve(tt.pools)
 			for i, s := range tt.steps {
 				if s.pools != nil {
-					pools = ResolvePools(s.pools)
+					pools = addresspool.Resolve(s.pools)
 				}
 				if s.release {
 					a.Release(s.req.Ref)

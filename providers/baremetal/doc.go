@@ -2,10 +2,10 @@
 // from the AddressPools cluster admins declare (api/v1alpha1) and reports them with ipMode VIP;
 // portico-agent announces and serves them. It does no node I/O.
 //
-// The package owns three things:
+// Pools are parsed and validated by package addresspool (ranges, overlaps between pools, the
+// network and broadcast rule), which the pool status controller (controllers/pool) and the
+// agent's announcers share. This package owns:
 //
-//   - pool.go: parsing and validating pools (ranges, overlaps between pools, the network and
-//     broadcast rule), shared with the pool status controller (controllers/pool);
 //   - alloc.go: the allocator, pure and table-tested: which address a Service gets, sharing,
 //     dual stack, stickiness;
 //   - provider.go: the providers.Provider around it, reading pools, Services and namespaces

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/portico-lb/portico/addresspool"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -77,8 +78,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	pools, held := c.p.pools, c.p.alloc.Held()
 	c.p.mu.Unlock()
 	for _, pool := range pools {
-		for fam, u := range Usage(pool, held) {
-			f := familyLabel(fam)
+		for fam, u := range addresspool.Usage(pool, held) {
+			f := familyLabel(providers.IPFamily(fam))
 			ch <- prometheus.MustNewConstMetric(poolAddressesDesc, prometheus.GaugeValue, float64(u.Assigned), pool.Name, f, "assigned")
 			ch <- prometheus.MustNewConstMetric(poolAddressesDesc, prometheus.GaugeValue, float64(u.Available), pool.Name, f, "available")
 		}

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/portico-lb/portico/addresspool"
 	"github.com/portico-lb/portico/providers"
 )
 
@@ -46,7 +47,7 @@ type Provider struct {
 	// mu guards the allocator and pools, and is held only for pure, in-memory steps.
 	mu    sync.Mutex
 	alloc *Allocator
-	pools []*Pool // last seen, for metrics
+	pools []*addresspool.Pool // last seen, for metrics
 }
 
 var _ providers.Provider = (*Provider)(nil)
@@ -106,7 +107,7 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (st p
 }
 
 // assign is the only step of Ensure under the lock: pure and in memory.
-func (p *Provider) assign(pools []*Pool, req Request) ([]netip.Addr, error) {
+func (p *Provider) assign(pools []*addresspool.Pool, req Request) ([]netip.Addr, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.pools = pools
@@ -140,12 +141,12 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 	return nil
 }
 
-func (p *Provider) readPools(ctx context.Context) ([]*Pool, error) {
+func (p *Provider) readPools(ctx context.Context) ([]*addresspool.Pool, error) {
 	items, err := p.src.AddressPools(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return ResolvePools(items), nil
+	return addresspool.Resolve(items), nil
 }
 
 // sync rebuilds the allocations from the owned Services' status, once, before anything is
@@ -216,7 +217,7 @@ func statusIPs(svc *corev1.Service) []netip.Addr {
 	return out
 }
 
-func selectsNamespaces(pools []*Pool) bool {
+func selectsNamespaces(pools []*addresspool.Pool) bool {
 	for _, p := range pools {
 		if p.NamespaceSelector != nil {
 			return true

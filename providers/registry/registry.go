@@ -51,6 +51,9 @@ func NewConfigs() Configs {
 	return c
 }
 
+// Names returns the registered provider names, sorted (config.ProviderConfigs).
+func (c Configs) Names() []string { return Names() }
+
 // BindFlags registers every provider's flags on fs.
 func (c Configs) BindFlags(fs *flag.FlagSet) {
 	for _, name := range c.names() {

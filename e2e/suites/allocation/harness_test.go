@@ -28,6 +28,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/providers/baremetal"
+	"github.com/portico-lb/portico/providers/registry"
 )
 
 var testCluster *cluster.Cluster
@@ -117,7 +118,7 @@ type controller struct {
 // start runs a controller for e's class; leaderElect makes it compete for e's Lease.
 func (e *env) start(leaderElect bool) *controller {
 	e.t.Helper()
-	cfg := config.DefaultController()
+	cfg := config.DefaultController(registry.NewConfigs())
 	cfg.Classes = map[string]string{e.class: baremetal.Name}
 	cfg.LeaderElect = leaderElect
 	cfg.LeaderElectionNamespace = e.ns

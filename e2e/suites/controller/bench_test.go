@@ -38,6 +38,7 @@ import (
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/baremetal"
 	"github.com/portico-lb/portico/providers/reference"
+	"github.com/portico-lb/portico/providers/registry"
 )
 
 // BenchmarkProvision1000 creates 1,000 LoadBalancer Services against the real apiserver behind
@@ -194,7 +195,7 @@ func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 type startFunc func(ctx context.Context, b *testing.B, restCfg *rest.Config, class string, prov providers.Provider) <-chan struct{}
 
 func startPortico(ctx context.Context, b *testing.B, restCfg *rest.Config, class string, prov providers.Provider) <-chan struct{} {
-	cfg := config.DefaultController()
+	cfg := config.DefaultController(registry.NewConfigs())
 	cfg.Classes = map[string]string{class: "bench"}
 	extra := map[string]providers.Provider{"bench": prov}
 	if prov == nil {

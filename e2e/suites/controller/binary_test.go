@@ -96,7 +96,7 @@ func TestBinaryStartupErrorsReadWell(t *testing.T) {
 		{[]string{"--class=portico-lb.io/x=reference", "--resync-period=-1s"}, nil, `config.resyncPeriod: Invalid value: "-1s"`},
 		{[]string{"--class=x=reference,x=reference"}, nil, `class "x" is given twice`},
 		{[]string{"--class=portico-lb.io/x=reference", "stray"}, nil, `unexpected argument "stray"`},
-		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
+		{[]string{"--no-such-flag"}, nil, "unknown flag: --no-such-flag"},
 		{[]string{"--class=portico-lb.io/x=reference"}, []string{"KUBECONFIG=" + filepath.Join(t.TempDir(), "none")}, "pass --kubeconfig=PATH"},
 	} {
 		cmd := exec.Command(bin, tt.args...)

@@ -25,6 +25,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/reference"
+	"github.com/portico-lb/portico/providers/registry"
 )
 
 // One control plane serves every test of the package; each test owns its own namespace,
@@ -86,7 +87,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 }
 
 func (e *env) start(o envOptions) {
-	cfg := config.DefaultController()
+	cfg := config.DefaultController(registry.NewConfigs())
 	cfg.Classes = map[string]string{e.class: "test"}
 	if o.classless {
 		cfg.Classes = map[string]string{}

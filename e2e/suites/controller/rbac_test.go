@@ -18,6 +18,7 @@ import (
 	"github.com/portico-lb/portico/controllers"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/reference"
+	"github.com/portico-lb/portico/providers/registry"
 )
 
 // TestDeployRBACIsSufficient applies deploy/controller (RBAC for real, the Deployment as a
@@ -45,7 +46,7 @@ func TestDeployRBACIsSufficient(t *testing.T) {
 	if err := testCluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.DefaultController()
+	cfg := config.DefaultController(registry.NewConfigs())
 	cfg.Classes = map[string]string{class: "test"}
 	cfg.LeaderElect = true // in kube-system, as deployed
 	cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration = 3*time.Second, 2*time.Second, 500*time.Millisecond

@@ -17,10 +17,10 @@ import (
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/controllers/service"
-	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/e2e/framework/cluster"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/providers/reference"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 func TestCreateUpdateDelete(t *testing.T) {
@@ -277,18 +277,18 @@ func TestNodeChanges(t *testing.T) {
 	base := e.prov.Calls()[reference.OpEnsure]
 
 	// Excluding one node costs exactly one provider call.
-	patchNode(t, e, names[0], func(n *corev1.Node) { n.Labels = map[string]string{servicemodel.ExcludeFromLBLabel: "true"} })
+	patchNode(t, e, names[0], func(n *corev1.Node) { n.Labels = map[string]string{servicerules.ExcludeFromLBLabel: "true"} })
 	e.desired(svc, "excluded node removed", func(lb *providers.LoadBalancer) bool { return countNodes(lb, names) == 2 })
 	time.Sleep(time.Second)
 	if n := e.prov.Calls()[reference.OpEnsure] - base; n != 1 {
 		t.Errorf("excluding a node made %d provider calls, want 1", n)
 	}
 	// The value "false" keeps the node.
-	patchNode(t, e, names[0], func(n *corev1.Node) { n.Labels = map[string]string{servicemodel.ExcludeFromLBLabel: "false"} })
+	patchNode(t, e, names[0], func(n *corev1.Node) { n.Labels = map[string]string{servicerules.ExcludeFromLBLabel: "false"} })
 	e.desired(svc, "label=false keeps node", func(lb *providers.LoadBalancer) bool { return countNodes(lb, names) == 3 })
 	// The autoscaler's deletion taint removes it.
 	patchNode(t, e, names[1], func(n *corev1.Node) {
-		n.Spec.Taints = []corev1.Taint{{Key: servicemodel.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+		n.Spec.Taints = []corev1.Taint{{Key: servicerules.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
 	})
 	e.desired(svc, "tainted node removed", func(lb *providers.LoadBalancer) bool { return countNodes(lb, names) == 2 })
 	time.Sleep(time.Second)

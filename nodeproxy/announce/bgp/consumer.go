@@ -24,11 +24,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/portico-lb/portico/addresspool"
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/nodeproxy/announce"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
-	"github.com/portico-lb/portico/providers/baremetal"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // BGPPeersResource is the BGPPeer resource the consumer watches.
@@ -90,7 +90,7 @@ type Consumer struct {
 	names     map[netip.Addr]string // peer address -> BGPPeer name
 	lastPeer  map[string]Peer       // last valid configuration of each BGPPeer
 	invalid   map[string]string     // BGPPeer name -> why it cannot be used
-	lastPool  map[string]*baremetal.BGPSettings
+	lastPool  map[string]*addresspool.BGPSettings
 	written   map[string]v1alpha1.BGPPeerNodeStatus
 	eventSent map[string]string
 }
@@ -130,7 +130,7 @@ func NewConsumer(ctx context.Context, opts ConsumerOptions) (*Consumer, error) {
 	}
 	c := &Consumer{opts: opts, peers: inf, cancel: cancel, done: make(chan struct{}), secrets: newSecretCache(ctx, opts.Secrets, opts.Resync),
 		names: map[netip.Addr]string{}, lastPeer: map[string]Peer{}, invalid: map[string]string{},
-		lastPool: map[string]*baremetal.BGPSettings{}, written: map[string]v1alpha1.BGPPeerNodeStatus{}, eventSent: map[string]string{}}
+		lastPool: map[string]*addresspool.BGPSettings{}, written: map[string]v1alpha1.BGPPeerNodeStatus{}, eventSent: map[string]string{}}
 	go c.reportLoop(ctx)
 	return c, nil
 }
@@ -320,7 +320,7 @@ func (c *Consumer) advertisements(st *tracker.State, objs map[string]*v1alpha1.B
 		return nil, err
 	}
 	// The pools' settings, parsed once per sync rather than once per VIP.
-	pools := map[string]*baremetal.BGPSettings{}
+	pools := map[string]*addresspool.BGPSettings{}
 	byPrefix := map[netip.Prefix]Advertisement{}
 	for _, t := range targets {
 		if t.Pool == nil || t.Pool.Spec.Announce.BGP == nil {
@@ -384,8 +384,8 @@ func (c *Consumer) advertisements(st *tracker.State, objs map[string]*v1alpha1.B
 // poolSettings parses a pool's BGP settings and checks its peer selection against every
 // BGPPeer (all, by name); invalid ones (reported by the controller in the pool's BGPValid
 // condition, by the same rules) give way to the last valid ones, so nothing moves.
-func (c *Consumer) poolSettings(ap *v1alpha1.AddressPool, all map[string]map[string]string) *baremetal.BGPSettings {
-	s, errs := baremetal.ParseBGP(ap)
+func (c *Consumer) poolSettings(ap *v1alpha1.AddressPool, all map[string]map[string]string) *addresspool.BGPSettings {
+	s, errs := addresspool.ParseBGP(ap)
 	if len(errs) == 0 && s != nil {
 		errs = s.CheckPeers(all)
 	}
@@ -398,7 +398,7 @@ func (c *Consumer) poolSettings(ap *v1alpha1.AddressPool, all map[string]map[str
 
 // routerID is the node's first IPv4 address.
 func routerID(n *corev1.Node) netip.Addr {
-	for _, a := range servicemodel.NodeAddresses(n) {
+	for _, a := range servicerules.NodeAddresses(n) {
 		if a.Is4() {
 			return a
 		}

@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // fakeSessions records what the Consumer hands its speaker.
@@ -329,9 +329,9 @@ func TestConsumerExcludedNodeWithdrawsEverything(t *testing.T) {
 		name    string
 		exclude func(*corev1.Node)
 	}{
-		{"label", func(n *corev1.Node) { n.Labels[servicemodel.ExcludeFromLBLabel] = "" }},
+		{"label", func(n *corev1.Node) { n.Labels[servicerules.ExcludeFromLBLabel] = "" }},
 		{"taint", func(n *corev1.Node) {
-			n.Spec.Taints = []corev1.Taint{{Key: servicemodel.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+			n.Spec.Taints = []corev1.Taint{{Key: servicerules.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
 		}},
 		{"deletion", func(n *corev1.Node) { n.DeletionTimestamp = &metav1.Time{Time: time.Now()} }},
 	} {

@@ -87,11 +87,11 @@
 //     with the L2 announcer) whose nodeSelector matches this node and which selects at least one
 //     of this node's peers of the VIP's family, the VIP's prefix at the pool's aggregation
 //     length with its communities and local preference, sent only to those peers (the pool's
-//     peers and peerSelector, baremetal.BGPSettings.PeerSelected). A selection that names a
+//     peers and peerSelector, addresspool.BGPSettings.PeerSelected). A selection that names a
 //     BGPPeer that does not exist or matches none (BGPSettings.CheckPeers, the rule the
 //     controller reports in BGPValid) counts as invalid. externalTrafficPolicy: Local: only while this node has
 //     a ready local endpoint. Cluster: every selected node (the router spreads flows by ECMP).
-//     An excluded node (servicemodel.NodeEligible: the exclude label, deletion, the
+//     An excluded node (servicerules.NodeEligible: the exclude label, deletion, the
 //     ToBeDeletedByClusterAutoscaler taint) advertises nothing. A pool whose BGP settings are
 //     invalid keeps its last valid settings (the controller reports them in BGPValid).
 //

@@ -11,7 +11,7 @@
 // Candidates are the nodes that are
 //   - alive in the membership view (package membership; when the agent runs without membership
 //     every node counts as alive and liveness comes from Kubernetes only),
-//   - eligible for external load balancers as upstream defines it (servicemodel.NodeEligible: not
+//   - eligible for external load balancers as upstream defines it (servicerules.NodeEligible: not
 //     being deleted, no node.kubernetes.io/exclude-from-external-load-balancers label, no
 //     ToBeDeletedByClusterAutoscaler taint),
 //   - not NetworkUnavailable (the condition is absent or not True),

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/portico-lb/portico/controllers/servicemodel"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // Input is everything the choice for one VIP depends on. Every agent must pass the same values
@@ -31,10 +31,10 @@ type Input struct {
 }
 
 // Eligible reports whether a node may announce any VIP, before membership, selectors and
-// endpoints are considered: it is an eligible load-balancer node (servicemodel.NodeEligible) and its
+// endpoints are considered: it is an eligible load-balancer node (servicerules.NodeEligible) and its
 // network is not reported unavailable.
 func Eligible(n *corev1.Node) bool {
-	if !servicemodel.NodeEligible(n) {
+	if !servicerules.NodeEligible(n) {
 		return false
 	}
 	for _, c := range n.Status.Conditions {

@@ -1,4 +1,4 @@
-package servicemodel
+package servicerules
 
 import (
 	"testing"

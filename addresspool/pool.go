@@ -1,4 +1,4 @@
-package baremetal
+package addresspool
 
 import (
 	"fmt"
@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/providers"
 )
 
 // Range is one entry of a pool's addresses: an inclusive span of one family.
@@ -39,7 +39,7 @@ func (r Range) Usable(a netip.Addr) bool {
 }
 
 // Family returns the entry's IP family.
-func (r Range) Family() providers.IPFamily { return familyOf(r.First) }
+func (r Range) Family() corev1.IPFamily { return familyOf(r.First) }
 
 // Pool is an AddressPool parsed for allocation.
 type Pool struct {
@@ -81,9 +81,9 @@ func (p *Pool) UsableAddr(a netip.Addr) (ok, reserved bool) {
 }
 
 // Families returns the families the pool has addresses of, IPv4 first.
-func (p *Pool) Families() []providers.IPFamily {
-	var out []providers.IPFamily
-	for _, f := range []providers.IPFamily{providers.IPv4, providers.IPv6} {
+func (p *Pool) Families() []corev1.IPFamily {
+	var out []corev1.IPFamily
+	for _, f := range []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} {
 		if slices.ContainsFunc(p.Ranges, func(r Range) bool { return r.Family() == f }) {
 			out = append(out, f)
 		}
@@ -92,7 +92,7 @@ func (p *Pool) Families() []providers.IPFamily {
 }
 
 // Size returns how many addresses of family f the pool can hand out, saturated at MaxInt64.
-func (p *Pool) Size(f providers.IPFamily) int64 {
+func (p *Pool) Size(f corev1.IPFamily) int64 {
 	total := new(big.Int)
 	for _, r := range p.Ranges {
 		if r.Family() == f {
@@ -114,9 +114,9 @@ func span(a, b netip.Addr) *big.Int {
 	return n.Add(n, big.NewInt(1))
 }
 
-// ParsePool parses one AddressPool. Problems are recorded in the result's Problems with paths
+// Parse parses one AddressPool. Problems are recorded in the result's Problems with paths
 // under spec; the result is never nil.
-func ParsePool(ap *v1alpha1.AddressPool) *Pool {
+func Parse(ap *v1alpha1.AddressPool) *Pool {
 	spec := field.NewPath("spec")
 	p := &Pool{
 		Name:       ap.Name,
@@ -224,14 +224,14 @@ func overlaps(a, b Range) bool {
 	return a.Family() == b.Family() && a.First.Compare(b.Last) <= 0 && b.First.Compare(a.Last) <= 0
 }
 
-// ResolvePools parses every AddressPool and marks overlaps between pools: of two overlapping
+// Resolve parses every AddressPool and marks overlaps between pools: of two overlapping
 // pools the older one (creation time, then name) keeps serving and the younger one gets a
 // Conflict naming it, so adding a bad pool never disturbs one that works. Invalid pools take
 // part in neither side of a conflict. The result is sorted by name.
-func ResolvePools(items []v1alpha1.AddressPool) []*Pool {
+func Resolve(items []v1alpha1.AddressPool) []*Pool {
 	pools := make([]*Pool, len(items))
 	for i := range items {
-		pools[i] = ParsePool(&items[i])
+		pools[i] = Parse(&items[i])
 	}
 	byAge := slices.Clone(pools)
 	sort.SliceStable(byAge, func(i, j int) bool {
@@ -268,8 +268,8 @@ func poolsOverlap(a, b *Pool) bool {
 	return false
 }
 
-// PoolOf returns the pool that contains a, preferring a usable one, or nil.
-func PoolOf(pools []*Pool, a netip.Addr) *Pool {
+// Containing returns the pool that contains a, preferring a usable one, or nil.
+func Containing(pools []*Pool, a netip.Addr) *Pool {
 	var found *Pool
 	for _, p := range pools {
 		if p.Contains(a) {
@@ -286,11 +286,11 @@ func PoolOf(pools []*Pool, a netip.Addr) *Pool {
 
 // Usage counts the addresses of pool p that held (the addresses Services hold) covers, per
 // family, and how many more p can hand out. A pool that is not usable has nothing available.
-func Usage(p *Pool, held []netip.Addr) map[providers.IPFamily]v1alpha1.FamilyUsage {
-	out := map[providers.IPFamily]v1alpha1.FamilyUsage{}
+func Usage(p *Pool, held []netip.Addr) map[corev1.IPFamily]v1alpha1.FamilyUsage {
+	out := map[corev1.IPFamily]v1alpha1.FamilyUsage{}
 	seen := map[netip.Addr]bool{}
-	assigned := map[providers.IPFamily]int64{}
-	usableAssigned := map[providers.IPFamily]int64{}
+	assigned := map[corev1.IPFamily]int64{}
+	usableAssigned := map[corev1.IPFamily]int64{}
 	for _, a := range held {
 		if seen[a] || !p.Contains(a) {
 			continue
@@ -316,9 +316,9 @@ func Usage(p *Pool, held []netip.Addr) map[providers.IPFamily]v1alpha1.FamilyUsa
 }
 
 // familyOf returns the IP family of a (IPv4-mapped IPv6 addresses count as IPv4).
-func familyOf(a netip.Addr) providers.IPFamily {
+func familyOf(a netip.Addr) corev1.IPFamily {
 	if a.Unmap().Is4() {
-		return providers.IPv4
+		return corev1.IPv4Protocol
 	}
-	return providers.IPv6
+	return corev1.IPv6Protocol
 }

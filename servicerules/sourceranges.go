@@ -1,4 +1,4 @@
-package servicemodel
+package servicerules
 
 import (
 	"net/netip"
@@ -18,18 +18,19 @@ import (
 // Any error makes the whole rule invalid: the controller reports the Service as InvalidSpec and
 // does not touch its load balancer, and the agent must not enforce a part of the ranges (the
 // valid items alone would be a different rule, and none at all would allow everyone). The
-// errors are exactly the ones BuildLoadBalancer reports for this rule, with the same field paths.
+// errors are exactly the ones the controller's BuildLoadBalancer reports for this rule, with the same field paths.
 func SourceRanges(svc *corev1.Service) ([]netip.Prefix, field.ErrorList) {
 	if len(svc.Spec.LoadBalancerSourceRanges) > 0 {
-		return resolveSourceRanges(svc, nil, nil)
+		return ResolveSourceRanges(svc, nil, nil)
 	}
 	ann, errs := annotations.ParseKey(svc.Annotations, annotations.SourceRanges)
-	return resolveSourceRanges(svc, ann.SourceRanges, errs)
+	return ResolveSourceRanges(svc, ann.SourceRanges, errs)
 }
 
-// resolveSourceRanges returns the spec field's ranges when it is set (appending its problems to
-// errs), else annRanges, the already parsed annotation.
-func resolveSourceRanges(svc *corev1.Service, annRanges []netip.Prefix, errs field.ErrorList) ([]netip.Prefix, field.ErrorList) {
+// ResolveSourceRanges is SourceRanges for a caller that has already parsed the annotations
+// (BuildLoadBalancer): the spec field's ranges when it is set (appending its problems to errs),
+// else annRanges, the parsed annotation, with errs as they are.
+func ResolveSourceRanges(svc *corev1.Service, annRanges []netip.Prefix, errs field.ErrorList) ([]netip.Prefix, field.ErrorList) {
 	if len(svc.Spec.LoadBalancerSourceRanges) == 0 {
 		return annRanges, errs
 	}

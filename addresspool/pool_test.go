@@ -1,4 +1,4 @@
-package baremetal
+package addresspool
 
 import (
 	"math"
@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
-	"github.com/portico-lb/portico/providers"
 )
 
 func apool(name string, age int, addrs ...string) v1alpha1.AddressPool {
@@ -55,7 +55,7 @@ func TestParsePool(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ap := apool("p", 0, tt.addrs...)
 			ap.Spec.AllowNetworkAndBroadcast = tt.allowNB
-			p := ParsePool(&ap)
+			p := Parse(&ap)
 			if tt.problem != "" {
 				if len(p.Problems) == 0 || !strings.Contains(p.Problems[0].Error(), tt.problem) {
 					t.Fatalf("problems = %v, want one containing %q", p.Problems, tt.problem)
@@ -68,10 +68,10 @@ func TestParsePool(t *testing.T) {
 			if len(p.Problems) > 0 {
 				t.Fatalf("unexpected problems: %v", p.Problems)
 			}
-			if got := p.Size(providers.IPv4); got != tt.size4 {
+			if got := p.Size(corev1.IPv4Protocol); got != tt.size4 {
 				t.Errorf("IPv4 size = %d, want %d", got, tt.size4)
 			}
-			if got := p.Size(providers.IPv6); got != tt.size6 {
+			if got := p.Size(corev1.IPv6Protocol); got != tt.size6 {
 				t.Errorf("IPv6 size = %d, want %d", got, tt.size6)
 			}
 			for _, s := range tt.usable {
@@ -94,7 +94,7 @@ func TestParsePoolSelectors(t *testing.T) {
 		Priority:        -1,
 		ServiceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}},
 	}
-	p := ParsePool(&ap)
+	p := Parse(&ap)
 	if len(p.Problems) != 2 {
 		t.Fatalf("problems = %v, want the priority and the selector", p.Problems)
 	}
@@ -102,7 +102,7 @@ func TestParsePoolSelectors(t *testing.T) {
 		t.Error("autoAssign must default to true")
 	}
 	ap.Spec.AutoAssign = ptr.To(false)
-	if ParsePool(&ap).AutoAssign {
+	if Parse(&ap).AutoAssign {
 		t.Error("autoAssign=false ignored")
 	}
 }
@@ -120,7 +120,7 @@ func TestResolvePoolsConflicts(t *testing.T) {
 		apool("twin-a", 50, "198.18.13.0/24"),
 	}
 	items[4].Spec.Addresses = []string{"198.18.12.0/24", "nonsense"}
-	pools := ResolvePools(items)
+	pools := Resolve(items)
 	got := map[string][]string{}
 	for _, p := range pools {
 		got[p.Name] = p.Conflicts
@@ -134,14 +134,14 @@ func TestResolvePoolsConflicts(t *testing.T) {
 	if !slices.IsSortedFunc(pools, func(a, b *Pool) int { return strings.Compare(a.Name, b.Name) }) {
 		t.Error("pools not sorted by name")
 	}
-	if p := PoolOf(pools, netip.MustParseAddr("198.18.10.200")); p == nil || p.Name != "old" {
-		t.Errorf("PoolOf prefers the usable pool, got %v", p)
+	if p := Containing(pools, netip.MustParseAddr("198.18.10.200")); p == nil || p.Name != "old" {
+		t.Errorf("Containing prefers the usable pool, got %v", p)
 	}
 }
 
 func TestUsage(t *testing.T) {
 	ap := apool("p", 0, "198.18.10.0/29", "2001:db8:10::/126")
-	p := ParsePool(&ap)
+	p := Parse(&ap)
 	held := []netip.Addr{
 		netip.MustParseAddr("198.18.10.1"), netip.MustParseAddr("198.18.10.1"), // counted once
 		netip.MustParseAddr("198.18.10.0"),   // network address held from before: assigned, not usable
@@ -149,14 +149,14 @@ func TestUsage(t *testing.T) {
 		netip.MustParseAddr("2001:db8:10::"), // v6
 	}
 	u := Usage(p, held)
-	if got := u[providers.IPv4]; got != (v1alpha1.FamilyUsage{Assigned: 2, Available: 5}) {
+	if got := u[corev1.IPv4Protocol]; got != (v1alpha1.FamilyUsage{Assigned: 2, Available: 5}) {
 		t.Errorf("IPv4 usage = %+v, want assigned 2 available 5", got)
 	}
-	if got := u[providers.IPv6]; got != (v1alpha1.FamilyUsage{Assigned: 1, Available: 3}) {
+	if got := u[corev1.IPv6Protocol]; got != (v1alpha1.FamilyUsage{Assigned: 1, Available: 3}) {
 		t.Errorf("IPv6 usage = %+v, want assigned 1 available 3", got)
 	}
 	p.Conflicts = []string{"x"}
-	if got := Usage(p, held)[providers.IPv4]; got.Available != 0 || got.Assigned != 2 {
+	if got := Usage(p, held)[corev1.IPv4Protocol]; got.Available != 0 || got.Assigned != 2 {
 		t.Errorf("unusable pool usage = %+v, want nothing available", got)
 	}
 }
