@@ -32,8 +32,9 @@ var trials = flag.Int("l2.trials", 10, "failover trials per failure mode")
 const (
 	echoPort     = 8081
 	probeEvery   = 50 * time.Millisecond
-	failoverMax  = 3 * time.Second // a trial fails beyond this
-	quietWindow  = 2 * time.Second // probes counted after the new announcer served
+	failoverMax  = 3 * time.Second        // a trial fails beyond this
+	quietWindow  = 2 * time.Second        // probes counted after the new announcer served
+	replyGrace   = 100 * time.Millisecond // a reply to a probe sent in a window counts until then after it
 	membershipPt = 7946
 )
 
@@ -296,7 +297,8 @@ func (p *prober) firstFrom(pod string, since time.Time) (time.Time, bool) {
 }
 
 // lost counts probes sent in [from, to) that got no reply: sends minus replies in the window
-// (a reply comes well within a millisecond on this LAN).
+// (a reply comes well within a millisecond on this LAN; replyGrace leaves room for a loaded
+// machine).
 func (p *prober) lost(from, to time.Time) (lost, sent int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -307,7 +309,7 @@ func (p *prober) lost(from, to time.Time) (lost, sent int) {
 	}
 	got := 0
 	for _, r := range p.replies {
-		if !r.at.Before(from) && r.at.Before(to.Add(100*time.Millisecond)) {
+		if !r.at.Before(from) && r.at.Before(to.Add(replyGrace)) {
 			got++
 		}
 	}
@@ -442,9 +444,11 @@ func TestFailover(t *testing.T) {
 				}
 				figs.add(mode+" "+fam+" served again", served.Sub(t0))
 			}
-			time.Sleep(quietWindow)
 			for v, p := range probes {
 				served, _ := p.firstFrom(podOf(next), t0)
+				// The window is closed once a reply past it (and its grace) came in: every
+				// probe sent in it has been answered by then, or is lost.
+				waitReply(p, podOf(next), served.Add(quietWindow+replyGrace), quietWindow+failoverMax)
 				if lost, sent := p.lost(served, served.Add(quietWindow)); lost > 0 {
 					t.Errorf("%s trial %d: %s lost %d of %d probes after %s served", mode, trial, v, lost, sent, next)
 				}
