@@ -23,10 +23,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/portico-lb/portico/e2e/cluster"
+	"github.com/portico-lb/portico/internal/prereq"
 )
 
 // Version is the moto release the harness requires.
-const Version = "5.2.5"
+const Version = prereq.MotoVersion
 
 // Static credentials and identity of every server. moto accepts any credentials and maps
 // unknown access keys to its default account.
@@ -38,7 +39,7 @@ const (
 )
 
 // EnvServer names the environment variable that overrides the moto_server path.
-const EnvServer = "PORTICO_MOTO_SERVER"
+const EnvServer = prereq.MotoServerEnv
 
 // harnessAppID marks the harness's own requests (seeding, inventory) in their User-Agent, so
 // that Calls leaves them out of what the code under test did.
@@ -69,25 +70,14 @@ type Server struct {
 	seeded map[string]bool // IDs and ARNs Seed created; Owned leaves them out
 }
 
-// Binary returns the moto_server to run: $PORTICO_MOTO_SERVER, else
-// ${PORTICO_CACHE:-$HOME/.cache/portico}/moto-5.2.5/bin/moto_server.
-func Binary() string {
-	if p := os.Getenv(EnvServer); p != "" {
-		return p
-	}
-	cache := os.Getenv("PORTICO_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "portico")
-	}
-	return filepath.Join(cache, "moto-"+Version, "bin", "moto_server")
-}
+// Binary returns the moto_server to run, as `make prereqs` installs it: internal/prereq's
+// MotoServerPath ($PORTICO_MOTO_SERVER, else <cache>/moto-5.2.5/bin/moto_server, the cache
+// being $PORTICO_CACHE, $XDG_CACHE_HOME/portico or ~/.cache/portico).
+func Binary() string { return prereq.Host().MotoServerPath() }
 
 // fixHint says how to install the pinned moto where Binary looks.
 func fixHint() string {
-	venv := filepath.Dir(filepath.Dir(Binary()))
-	return fmt.Sprintf("run `make prereqs`, or: python3 -m venv %s && %s/bin/pip install 'moto[server]==%s' (or set %s)",
-		venv, venv, Version, EnvServer)
+	return fmt.Sprintf("run `make prereqs`, or: %s (or set %s)", prereq.Host().MotoInstallCommand("python3"), EnvServer)
 }
 
 var checked struct {

@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -37,10 +36,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/internal/prereq"
 	"github.com/portico-lb/portico/providers"
 )
-
-const motoVersion = "5.2.5"
 
 var moto struct {
 	once sync.Once
@@ -49,17 +47,8 @@ var moto struct {
 	cmd  *exec.Cmd
 }
 
-func motoBinary() string {
-	if b := os.Getenv("PORTICO_MOTO_SERVER"); b != "" {
-		return b
-	}
-	cache := os.Getenv("PORTICO_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "portico")
-	}
-	return filepath.Join(cache, "moto-"+motoVersion, "bin", "moto_server")
-}
+// motoBinary is the moto_server `make prereqs` installs (internal/prereq decides where).
+func motoBinary() string { return prereq.Host().MotoServerPath() }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -74,10 +63,9 @@ func TestMain(m *testing.M) {
 func motoURL(t *testing.T) string {
 	t.Helper()
 	moto.once.Do(func() {
-		bin := motoBinary()
-		if _, err := os.Stat(bin); err != nil {
-			moto.err = fmt.Errorf("moto_server %s not found at %s (set PORTICO_MOTO_SERVER); run `make prereqs`, or install it with: python3 -m venv ~/.cache/portico/moto-%s && ~/.cache/portico/moto-%s/bin/pip install 'moto[server]==%s'",
-				motoVersion, bin, motoVersion, motoVersion, motoVersion)
+		bin, err := prereq.Host().MotoServer()
+		if err != nil {
+			moto.err = err
 			return
 		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -213,7 +213,7 @@ func TestLinkCut(t *testing.T) {
 // BenchmarkLinkCut measures next-hop removal after a link cut, PORTICO_BGP_TRIALS (default
 // 10) times with BFD and without:
 //
-//	go test -run '^$' -bench LinkCut -benchtime 1x ./nodeproxy/announce/bgp/
+//	go test -tags e2e -run '^$' -bench LinkCut -benchtime 1x ./nodeproxy/announce/bgp/
 func BenchmarkLinkCut(b *testing.B) {
 	trials := envInt(b, "PORTICO_BGP_TRIALS", 10)
 	rl, speakers := newLinkCutLab(b)
