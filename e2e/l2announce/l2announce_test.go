@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-lb/portico/e2e/netlab"
+	"github.com/portico-lb/portico/internal/prereq"
 	"github.com/portico-lb/portico/nodeproxy/announce/election"
 )
 
@@ -42,13 +43,9 @@ var vip4 = netip.MustParseAddr("198.18.200.10")
 
 func checkPrerequisites(t *testing.T) {
 	t.Helper()
+	prereq.RequireRoot(t, prereq.IPRoute2, prereq.IPTables, prereq.IPUtilsArping)
 	if err := netlab.Supported(); err != nil {
 		t.Fatalf("%v (run the test as root with iproute2)", err)
-	}
-	for _, c := range []string{"iptables", "ip6tables", "arping"} {
-		if _, err := exec.LookPath(c); err != nil {
-			t.Fatalf("%s not found: apt-get install -y iptables arping", c)
-		}
 	}
 }
 
