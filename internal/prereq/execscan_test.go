@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // runSite is one call that runs a program.
@@ -402,9 +401,4 @@ func listElements(exprs []ast.Expr, first bool) []string {
 		})
 	}
 	return out
-}
-
-// trimRoot returns path relative to root for messages.
-func trimRoot(root, path string) string {
-	return strings.TrimPrefix(strings.TrimPrefix(path, root), string(filepath.Separator))
 }

@@ -47,9 +47,6 @@ var moto struct {
 	cmd  *exec.Cmd
 }
 
-// motoBinary is the moto_server `make prereqs` installs (internal/prereq decides where).
-func motoBinary() string { return prereq.Host().MotoServerPath() }
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if moto.cmd != nil && moto.cmd.Process != nil {
