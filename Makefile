@@ -52,8 +52,8 @@ bench-scale: prereqs tools ## the 10,000-Service agent benchmark against kube-pr
 lint: ## gofmt, go vet, staticcheck
 	@files=$$(git ls-files '*.go') && [ -n "$$files" ] || { echo "lint: git ls-files listed no Go files (make prereqs installs git)"; exit 1; }; \
 	out=$$(gofmt -l $$files); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	$(GO) vet -tags e2e,moto ./... # the tags build every test file too
+	$(GO) run $(STATICCHECK) -tags e2e,moto ./...
 
 DEMO ?= baremetal
 demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator
