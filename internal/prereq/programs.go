@@ -22,8 +22,8 @@ type Program struct {
 	Source Source
 	// Package is the Debian package that installs it (Source Debian).
 	Package string
-	// Base is set for a package of every Debian system (Essential or apt itself): listed, not
-	// installed.
+	// Base is set for a package that make prereqs lists but does not install: part of every
+	// Debian system (Essential, or apt itself), or needed before make can run (make).
 	Base bool
 	// Privileged is set when only tests and tools that run as root use it, so that
 	// PORTICO_SKIP_PRIVILEGED lets them be skipped without it.
@@ -47,6 +47,18 @@ var Programs = []Program{
 	// The Go toolchain.
 	{Name: "go", Source: Toolchain, Found: "on PATH: the go that runs make",
 		RunBy: "tests, demo and e2e/netlab build the binaries they run (go build); api/v1alpha1's generate test (go run controller-gen)"},
+
+	// Run by the Makefile around the Go code.
+	{Name: "gofmt", Source: Toolchain, Found: "on PATH, next to go", RunBy: "make lint",
+		NotScanned: "run by the Makefile"},
+	{Name: "make", Source: Debian, Package: "make", Base: true, Found: "the user's (the README's first step: apt-get install -y make)",
+		RunBy: "every entry point (make test, make demo, .ci/run)", NotScanned: "runs the Makefile"},
+	{Name: "bash", Source: Debian, Package: "bash", Base: true, Found: "/bin/bash (the Makefile's SHELL; .ci/run's #!)",
+		RunBy: "the Makefile's recipes and .ci/run", NotScanned: "run by make and by CI"},
+	{Name: "grep", Source: Debian, Package: "grep", Base: true, Found: onPath,
+		RunBy: "make help, and the Makefile finding the e2e-tagged packages", NotScanned: "run by the Makefile"},
+	{Name: "awk", Source: Debian, Package: "mawk", Base: true, Found: onPath,
+		RunBy: "make help", NotScanned: "run by the Makefile"},
 
 	// Debian packages every Debian system has.
 	{Name: "apt-get", Source: Debian, Package: "apt", Base: true, Found: onPath,

@@ -253,7 +253,7 @@ func printPrograms(w io.Writer) {
 		if p.Source == prereq.Debian {
 			from = "debian:" + p.Package
 			if p.Base {
-				from += " (base system)"
+				from += " (not installed by prereqs)"
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, from, p.Found, p.RunBy)
