@@ -166,6 +166,7 @@ func waitHops(tb testing.TB, v netip.Addr, want []netip.Addr, within time.Durati
 	defer cancel()
 	out, err := shared.bird.WaitNextHops(ctx, netip.PrefixFrom(v, v.BitLen()), want)
 	if err != nil {
+		dumpBGP(tb)
 		tb.Fatal(err)
 	}
 	return out

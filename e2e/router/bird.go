@@ -348,7 +348,8 @@ func (b *Bird) WaitNextHops(ctx context.Context, prefix netip.Prefix, want []net
 	slices.SortFunc(want, netip.Addr.Compare)
 	for {
 		out, err := b.ShowRoute(ctx, prefix)
-		var got, kernel []netip.Addr
+		var got []netip.Addr
+		kernel := "not read while bird differs"
 		if err == nil {
 			var routes []Route
 			if routes, err = ParseRoutes(out); err == nil {
@@ -357,10 +358,12 @@ func (b *Bird) WaitNextHops(ctx context.Context, prefix netip.Prefix, want []net
 				}
 				slices.SortFunc(got, netip.Addr.Compare)
 				if slices.Equal(got, want) {
-					kernel, err = KernelNextHops(b.Host, prefix)
-					if err == nil && slices.Equal(kernel, want) {
+					var hops []netip.Addr
+					hops, err = KernelNextHops(b.Host, prefix)
+					if err == nil && slices.Equal(hops, want) {
 						return out, nil
 					}
+					kernel = fmt.Sprint(hops)
 				}
 			}
 		}
