@@ -2,9 +2,15 @@
 SHELL := /bin/bash
 GO ?= go
 BIN ?= bin
-# Packages whose tests need nothing but Go (no root, no control plane, no network lab).
+# The rule: `make test-unit` needs nothing but Go: no root, no control plane, no network lab,
+# no bird, no moto. A test outside e2e/ that needs any of them carries the build tag e2e
+# (`//go:build e2e`, e.g. nodeproxy/announce/bgp's lab, nodeproxy/rules' iptables round trip)
+# or moto (providers/aws against moto); `make test-e2e` runs those packages with the tag, so
+# `make test` runs every test. internal/prereq's TestUnitTestsNeedNoMachine holds the rule.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/e2e')
 E2E_PKGS  = ./e2e/...
+# Packages outside e2e/ with tests behind the e2e build tag.
+E2E_TAGGED_PKGS = $(sort $(dir $(shell grep -rl --include='*_test.go' '^//go:build e2e$$' --exclude-dir=e2e .)))
 GOTEST_FLAGS ?= -count=1
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
@@ -31,25 +37,25 @@ tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, 
 
 test: prereqs lint tools test-unit test-e2e ## everything CI runs
 
-test-unit: prereqs ## fast tests: parsing, models, rendering (the iptables round trip needs root)
+test-unit: ## tests that need nothing but Go: no root, no control plane, no network lab (tests that do carry the e2e or moto build tag)
 	$(GO) test $(GOTEST_FLAGS) $(UNIT_PKGS)
 
-test-e2e: prereqs tools ## tests against the real control plane and network lab (root)
-	$(GO) test $(GOTEST_FLAGS) -timeout 60m $(E2E_PKGS)
+test-e2e: prereqs tools ## as root: e2e/ and the e2e-tagged tests (real control plane, network lab, bird), and providers/aws against moto
+	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout 60m $(E2E_PKGS) $(E2E_TAGGED_PKGS)
 	$(GO) test $(GOTEST_FLAGS) -tags moto -timeout 20m ./providers/aws/ # the provider against moto's server
 
 bench: prereqs tools ## benchmarks side by side with the anchors, short sizes
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m $(E2E_PKGS)
-	$(GO) test -run '^$$' -bench LinkCut -benchtime 1x -timeout 20m ./nodeproxy/announce/bgp/
+	$(GO) test -run '^$$' -bench LinkCut -benchtime 1x -tags e2e -timeout 20m ./nodeproxy/announce/bgp/
 
 bench-scale: prereqs tools ## the 10,000-Service agent benchmark against kube-proxy (long: object creation alone takes minutes)
-	PORTICO_BENCH_SCALE=1 $(GO) test -run '^$$' -bench 'BenchmarkSync/services=10000' -benchtime 1x -timeout 120m ./e2e/agent/
+	PORTICO_BENCH_SCALE=1 $(GO) test -run '^$$' -bench 'BenchmarkSync/services=10000' -benchtime 1x -timeout 120m ./e2e/suites/dataplane/
 
 lint: ## gofmt, go vet, staticcheck
 	@files=$$(git ls-files '*.go') && [ -n "$$files" ] || { echo "lint: git ls-files listed no Go files (make prereqs installs git)"; exit 1; }; \
 	out=$$(gofmt -l $$files); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) run $(STATICCHECK) ./...
+	$(GO) vet -tags e2e,moto ./... # the tags build every test file too
+	$(GO) run $(STATICCHECK) -tags e2e,moto ./...
 
 DEMO ?= baremetal
 demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator

@@ -1,6 +1,8 @@
-// Package prereq owns the list of what the tests and the demo need from the machine beyond Go:
-// root, a few Debian packages and moto's server. It says how each is found and which command
-// installs it. `make prereqs` (e2e/tools/prereqs) checks and installs them; tests call
+// Package prereq owns the list of what the binaries, tests, demo and benchmarks need from the
+// machine beyond Go: root, the external programs they run (Programs: each with its Debian
+// package, or built by the project, and how it is found), the Debian packages derived from
+// that list, moto's server and the cache directory. It says which command installs each. A
+// test fails when Go code runs a program the list does not hold. `make prereqs` (e2e/tools/prereqs) checks and installs them; tests call
 // RequireRoot or RequireMoto, which fail a test whose prerequisite is missing with a message
 // naming the fix. A test is skipped instead only when the user asks for it with
 // PORTICO_SKIP_PRIVILEGED=1, never silently.
@@ -23,7 +25,8 @@ import (
 // the tests run whatever it says.
 const SkipPrivilegedEnv = "PORTICO_SKIP_PRIVILEGED"
 
-// Package is a Debian package whose commands the tests or the build run.
+// Package is a Debian package whose commands the tests or the build run. The packages are
+// derived from Programs, the one list.
 type Package struct {
 	// Name is the Debian package name.
 	Name string
@@ -35,28 +38,30 @@ type Package struct {
 	Privileged bool
 }
 
-// The packages. Each is installed by `make prereqs` when missing (python3-venv only while moto
-// is not installed).
+// The packages, from Programs. Each is installed by `make prereqs` when missing (python3-venv
+// only while moto is not installed).
 var (
 	// Git runs in make lint (git ls-files) and in go build, which stamps the commit.
-	Git = Package{Name: "git", Commands: []string{"git"}}
+	Git = debianPackage("git")
 	// IPRoute2 builds the network labs (ip netns, veth pairs, bridges).
-	IPRoute2 = Package{Name: "iproute2", Commands: []string{"ip"}, Privileged: true}
+	IPRoute2 = debianPackage("iproute2")
 	// IPTables is the agent's and kube-proxy's dataplane, both families.
-	IPTables = Package{Name: "iptables", Commands: []string{
-		"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore",
-	}, Privileged: true}
+	IPTables = debianPackage("iptables")
 	// Conntrack is conntrack(8), for reading a lab's connection tracking by hand; the agent
 	// itself talks netlink.
-	Conntrack = Package{Name: "conntrack", Commands: []string{"conntrack"}, Privileged: true}
+	Conntrack = debianPackage("conntrack")
 	// Bird2 is the BGP router the BGP suites run inside a lab namespace.
-	Bird2 = Package{Name: "bird2", Commands: []string{"bird", "birdc"}, Privileged: true}
+	Bird2 = debianPackage("bird2")
+	// IPUtilsArping is arping, which the L2 suites ask who answers ARP for a VIP.
+	IPUtilsArping = debianPackage("iputils-arping")
+	// Procps is sysctl, which sets a lab router's forwarding and ECMP hash.
+	Procps = debianPackage("procps")
 	// Python3Venv lets Debian's python3 create the virtual environment moto is installed into.
-	Python3Venv = Package{Name: "python3-venv"}
+	Python3Venv = debianPackage("python3-venv")
 )
 
-// Packages lists every package `make prereqs` installs, in the order it names them.
-var Packages = []Package{Git, IPRoute2, IPTables, Conntrack, Bird2, Python3Venv}
+// Packages lists every package `make prereqs` installs, in the order Programs names them.
+var Packages = installed()
 
 // sbinDirs are where Debian puts administration commands; they are often not on a user's PATH.
 var sbinDirs = []string{"/usr/sbin", "/sbin"}

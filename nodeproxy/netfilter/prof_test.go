@@ -1,3 +1,5 @@
+//go:build e2e
+
 package netfilter
 
 import (
@@ -35,7 +37,7 @@ const profNetnsEnv = "PORTICO_PROF_NETNS"
 // sync, and a second full sync without drift. Use -cpuprofile for the Go side (the profile of
 // the run inside the namespace is written to FILE.netns). Run:
 //
-//	sudo PORTICO_PROF=1 go test -run '^TestProfScale$' -v -cpuprofile /tmp/cpu.out ./nodeproxy/netfilter/
+//	sudo PORTICO_PROF=1 go test -tags e2e -run '^TestProfScale$' -v -cpuprofile /tmp/cpu.out ./nodeproxy/netfilter/
 func TestProfScale(t *testing.T) {
 	if os.Getenv(profEnv) == "" {
 		t.Skip("set " + profEnv + "=1 (root) to run")

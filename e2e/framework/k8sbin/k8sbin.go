@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/portico-lb/portico/internal/prereq"
 )
 
 // Pinned versions of the binaries the tests run.
@@ -41,19 +43,9 @@ type Options struct {
 	Log func(format string, args ...any)
 }
 
-// DefaultCacheDir is $PORTICO_CACHE, else $XDG_CACHE_HOME/portico, else ~/.cache/portico.
-func DefaultCacheDir() string {
-	if d := os.Getenv("PORTICO_CACHE"); d != "" {
-		return d
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "portico")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".cache", "portico")
-	}
-	return filepath.Join(os.TempDir(), "portico-cache")
-}
+// DefaultCacheDir is Portico's cache, as internal/prereq decides it for everything: $PORTICO_CACHE,
+// else $XDG_CACHE_HOME/portico, else ~/.cache/portico.
+func DefaultCacheDir() string { return prereq.CacheDir() }
 
 // component is one upstream module built into one or more binaries.
 type component struct {

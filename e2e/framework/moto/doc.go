@@ -30,8 +30,9 @@
 //
 // # Prerequisite
 //
-// moto_server is $PORTICO_MOTO_SERVER, else ${PORTICO_CACHE:-~/.cache/portico}/moto-5.2.5/bin/
-// moto_server, a virtualenv made by `make prereqs`. Start and Shared fail the test, naming that
+// moto_server is $PORTICO_MOTO_SERVER, else <cache>/moto-5.2.5/bin/moto_server, a virtualenv
+// made by `make prereqs`; internal/prereq decides where the cache is ($PORTICO_CACHE, else
+// $XDG_CACHE_HOME/portico, else ~/.cache/portico). Start and Shared fail the test, naming that
 // command, when it is missing or its Python reports a moto other than 5.2.5.
 //
 // # Processes and files

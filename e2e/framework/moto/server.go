@@ -69,8 +69,9 @@ type Server struct {
 	seeded map[string]bool // IDs and ARNs Seed created; Owned leaves them out
 }
 
-// Binary returns the moto_server to run, where `make prereqs` installs it
-// (internal/prereq.MotoServerPath: $PORTICO_MOTO_SERVER, else <cache>/moto-<version>/bin/moto_server).
+// Binary returns the moto_server to run, as `make prereqs` installs it: internal/prereq's
+// MotoServerPath ($PORTICO_MOTO_SERVER, else <cache>/moto-<version>/bin/moto_server, the cache
+// being $PORTICO_CACHE, $XDG_CACHE_HOME/portico or ~/.cache/portico).
 func Binary() string { return prereq.Host().MotoServerPath() }
 
 // fixHint says how to install the pinned moto where Binary looks.

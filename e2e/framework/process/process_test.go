@@ -101,7 +101,8 @@ func TestStartFailsWithoutLogOrBinary(t *testing.T) {
 	if _, err := process.Start("/bin/true", process.Options{}); err == nil {
 		t.Error("Start without a log path succeeded")
 	}
-	if _, err := process.Start("/nonexistent/bin", process.Options{LogPath: filepath.Join(t.TempDir(), "x.log")}); err == nil {
+	missing := filepath.Join(t.TempDir(), t.Name()) // no such program
+	if _, err := process.Start(missing, process.Options{LogPath: filepath.Join(t.TempDir(), "x.log")}); err == nil {
 		t.Error("Start of a missing binary succeeded")
 	}
 }

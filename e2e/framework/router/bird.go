@@ -337,15 +337,19 @@ func (b *Bird) NextHops(ctx context.Context, prefix netip.Prefix) ([]netip.Addr,
 	return hops, nil
 }
 
-// WaitNextHops polls bird every 20 ms until the next hops of prefix are exactly want (in any
-// order), and returns `show route` of that moment. It gives up when ctx ends, with the last
-// next hops seen.
+// WaitNextHops polls every 20 ms until the next hops of prefix are exactly want (in any order)
+// both in bird's table and in the router's kernel (KernelNextHops), and returns bird's `show
+// route` of that moment. Bird copies its table into the kernel asynchronously: right after bird
+// lists a next hop, packets may still find no route (the client then sees "network is
+// unreachable"), so a caller that means "traffic now takes these paths" needs both. It gives
+// up when ctx ends, with the last next hops seen.
 func (b *Bird) WaitNextHops(ctx context.Context, prefix netip.Prefix, want []netip.Addr) (string, error) {
 	want = slices.Clone(want)
 	slices.SortFunc(want, netip.Addr.Compare)
 	for {
 		out, err := b.ShowRoute(ctx, prefix)
 		var got []netip.Addr
+		kernel := "not read while bird differs"
 		if err == nil {
 			var routes []Route
 			if routes, err = ParseRoutes(out); err == nil {
@@ -354,13 +358,18 @@ func (b *Bird) WaitNextHops(ctx context.Context, prefix netip.Prefix, want []net
 				}
 				slices.SortFunc(got, netip.Addr.Compare)
 				if slices.Equal(got, want) {
-					return out, nil
+					var hops []netip.Addr
+					hops, err = KernelNextHops(b.Host, prefix)
+					if err == nil && slices.Equal(hops, want) {
+						return out, nil
+					}
+					kernel = fmt.Sprint(hops)
 				}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return out, fmt.Errorf("router's next hops for %s: %v (%v), want %v: %w", prefix, got, err, want, ctx.Err())
+			return out, fmt.Errorf("router's next hops for %s: bird %v, kernel %v (%v), want %v: %w", prefix, got, kernel, err, want, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -22,8 +22,9 @@ import (
 
 // Node loss through the whole stack: the client behind the router requests the VIP of a
 // Service with externalTrafficPolicy Local every probeEvery, a node's link is cut (its switch
-// port down), and the trial measures how long bird keeps that node's next hop and how many
-// requests fail meanwhile and in the afterWindow after the withdrawal.
+// port down), and the trial measures how long the router keeps that node's next hop (in its
+// kernel, where bird installs it) and how many requests fail meanwhile and in the afterWindow
+// after the withdrawal.
 //
 // Local, because with Cluster the surviving nodes keep forwarding a share of the flows to the
 // dead node's pod until Kubernetes marks its endpoint not ready (40 s and more without
@@ -49,7 +50,7 @@ const (
 // trialResult is one link cut.
 type trialResult struct {
 	node      string
-	withdrawn time.Duration // from the cut until bird no longer lists the node's next hop
+	withdrawn time.Duration // from the cut until the router's kernel route lost the node's next hop
 	// Requests done before the cut; the others started before the withdrawal (in flight at
 	// the cut or started after it); those started in the afterWindow after it. And how many of
 	// each failed.
@@ -102,7 +103,8 @@ func failoverService(tb testing.TB) {
 
 // linkCut runs one trial on node n: it waits until every node is a next hop of failVIP4 and,
 // with bfd, bird's BFD session to n is Up; probes for a second; cuts n's link; waits up to
-// within for bird to drop n's next hop; probes on for afterWindow; restores the link.
+// within for the router's kernel route to drop n's next hop; probes on for afterWindow;
+// restores the link.
 func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) trialResult {
 	tb.Helper()
 	ctx := context.Background()
@@ -133,7 +135,9 @@ func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) tria
 	prefix := netip.PrefixFrom(failVIP4, 32)
 	var withdrawn time.Time
 	for withdrawn.IsZero() {
-		hops, err := shared.bird.NextHops(ctx, prefix)
+		// The router's kernel, not bird's table: the kernel route is what the client's
+		// packets meet, and it follows bird's table a little later.
+		hops, err := router.KernelNextHops(routerHost(), prefix)
 		switch {
 		case err != nil:
 			tb.Fatal(err)

@@ -158,14 +158,15 @@ func startBird(ctx context.Context) error {
 	return shared.outside.RouteBack(ctx, nodes...)
 }
 
-// waitHops waits until bird's next hops for v's host route are want, and returns bird's
-// `show route ... all`.
+// waitHops waits until the next hops for v's host route are want in bird's table and in the
+// router's kernel (what traffic meets), and returns bird's `show route ... all`.
 func waitHops(tb testing.TB, v netip.Addr, want []netip.Addr, within time.Duration) string {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	out, err := shared.bird.WaitNextHops(ctx, netip.PrefixFrom(v, v.BitLen()), want)
 	if err != nil {
+		dumpBGP(tb)
 		tb.Fatal(err)
 	}
 	return out

@@ -35,10 +35,13 @@ const (
 // prober opens a new TCP connection to a VIP every 50 ms from the client (each one balanced
 // afresh over the endpoints) and records which succeeded.
 type prober struct {
-	mu      sync.Mutex
-	results []result
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	results  []result
+	lastSent time.Time // when the newest request was sent
+	stop     chan struct{}
+	wg       sync.WaitGroup
+
+	closeOnce sync.Once
 }
 
 type result struct {
@@ -62,6 +65,10 @@ func probe(v netip.Addr) *prober {
 				return
 			case <-tk.C:
 			}
+			sent := time.Now()
+			p.mu.Lock()
+			p.lastSent = sent
+			p.mu.Unlock()
 			p.wg.Add(1)
 			go func(sent time.Time) {
 				defer p.wg.Done()
@@ -71,15 +78,31 @@ func probe(v netip.Addr) *prober {
 				p.mu.Lock()
 				p.results = append(p.results, result{sent: sent, ok: err == nil, pod: r.Server})
 				p.mu.Unlock()
-			}(time.Now())
+			}(sent)
 		}
 	}()
 	return p
 }
 
+// close stops probing and waits for the requests in flight; calling it again does nothing.
 func (p *prober) close() {
-	close(p.stop)
+	p.closeOnce.Do(func() { close(p.stop) })
 	p.wg.Wait()
+}
+
+// waitSent waits until a request was sent after t.
+func (p *prober) waitSent(t time.Time, within time.Duration) bool {
+	end := time.Now().Add(within)
+	for time.Now().Before(end) {
+		p.mu.Lock()
+		ok := p.lastSent.After(t)
+		p.mu.Unlock()
+		if ok {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return false
 }
 
 // window counts the requests sent in [from, to) and how many failed.
@@ -214,7 +237,13 @@ func (s *scenario) trial(tb testing.TB, failure string) trialResult {
 			p.close()
 		}
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Both probers are served before the failure: a failure after it is the failover's.
+	started := time.Now()
+	for v, p := range probes {
+		if !p.waitServed(started, settleMax) {
+			tb.Fatalf("%s: %s not served before the failure", failure, v)
+		}
+	}
 	res := trialResult{failover: map[string]time.Duration{}}
 	t0 := time.Now()
 	fail(tb, failure, winner)
@@ -229,7 +258,14 @@ func (s *scenario) trial(tb testing.TB, failure string) trialResult {
 			announced = at
 		}
 	}
-	time.Sleep(afterAnnounce + probeTimeout)
+	// The window is complete once a request was sent after it; close then waits for the
+	// requests in flight.
+	for v, p := range probes {
+		if !p.waitSent(announced.Add(afterAnnounce), afterAnnounce+settleMax) {
+			tb.Fatalf("%s: the prober of %s stopped sending", failure, v)
+		}
+		p.close()
+	}
 	for v, p := range probes {
 		sent, failed, pods := p.window(announced, announced.Add(afterAnnounce))
 		res.sent += sent

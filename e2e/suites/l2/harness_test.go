@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,10 +61,7 @@ func TestMain(m *testing.M) {
 
 func setup(tb testing.TB) {
 	tb.Helper()
-	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables)
-	if _, err := exec.LookPath("arping"); err != nil {
-		tb.Fatal("arping not found: apt-get install -y arping")
-	}
+	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables, prereq.IPUtilsArping)
 	shared.once.Do(func() { shared.err = start() })
 	if shared.err != nil {
 		tb.Fatal(shared.err)

@@ -7,6 +7,6 @@
 // served through it, and counts probes lost after that.
 //
 // Run as root: go test ./e2e/suites/l2election -v [-l2.trials N]. It needs iproute2, iptables,
-// ip6tables and arping (Debian: apt-get install -y iproute2 iptables arping) and
-// fails naming them when missing.
+// ip6tables and arping (Debian: iproute2 iptables iputils-arping; `make prereqs` installs them)
+// and fails naming them when missing.
 package l2election

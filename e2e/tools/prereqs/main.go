@@ -7,25 +7,29 @@
 //
 //	go run ./e2e/tools/prereqs          # check and install
 //	go run ./e2e/tools/prereqs -check   # check only, install nothing
+//	go run ./e2e/tools/prereqs -list    # print every program Portico runs: package, how found
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
 func main() {
 	checkOnly := flag.Bool("check", false, "report what is missing; install nothing")
+	list := flag.Bool("list", false, "print every external program Portico runs (internal/prereq.Programs) and exit")
 	flag.Usage = func() {
-		fmt.Fprintln(flag.CommandLine.Output(), "usage: prereqs [-check]")
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: prereqs [-check | -list]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -33,6 +37,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "prereqs: unexpected arguments %q\n", flag.Args())
 		flag.Usage()
 		os.Exit(2)
+	}
+	if *list {
+		printPrograms(os.Stdout)
+		return
 	}
 	if err := run(prereq.Host(), !*checkOnly); err != nil {
 		fmt.Fprintf(os.Stderr, "prereqs: %v\n", err)
@@ -233,4 +241,22 @@ func present(m prereq.Machine) string {
 		names = append([]string{"root"}, names...)
 	}
 	return strings.Join(names, ", ")
+}
+
+// printPrograms writes the program list as a table: name, where it comes from, how it is
+// found, who runs it.
+func printPrograms(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROGRAM\tFROM\tFOUND\tRUN BY")
+	for _, p := range prereq.Programs {
+		from := string(p.Source)
+		if p.Source == prereq.Debian {
+			from = "debian:" + p.Package
+			if p.Base {
+				from += " (not installed by prereqs)"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, from, p.Found, p.RunBy)
+	}
+	tw.Flush()
 }

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package bgp_test
 
 // The real-router harness: a netlab lab (nodes and a router on one LAN), bird2 in the router

@@ -1,0 +1,184 @@
+package prereq
+
+// Source is where a program comes from.
+type Source string
+
+const (
+	// Debian programs come from a Debian package: `make prereqs` installs it (apt-get, as
+	// root) unless it is part of every Debian system (Base).
+	Debian Source = "debian"
+	// Toolchain is the Go toolchain `make` itself runs with.
+	Toolchain Source = "toolchain"
+	// Built programs are built by the project from its own or pinned sources (go build, make
+	// tools), or installed by `make prereqs` from PyPI (moto_server): not Debian's.
+	Built Source = "built"
+)
+
+// Program is one external program that Portico's binaries, tests, demo or benchmarks run.
+type Program struct {
+	// Name is the name the code runs it by (exec.Command, netlab's Host.Exec, ...), or the
+	// base name of the path it runs.
+	Name   string
+	Source Source
+	// Package is the Debian package that installs it (Source Debian).
+	Package string
+	// Base is set for a package that make prereqs lists but does not install: part of every
+	// Debian system (Essential, or apt itself), or needed before make can run (make).
+	Base bool
+	// Privileged is set when only tests and tools that run as root use it, so that
+	// PORTICO_SKIP_PRIVILEGED lets them be skipped without it.
+	Privileged bool
+	// Found says how the code finds it.
+	Found string
+	// RunBy says who runs it, for what.
+	RunBy string
+	// NotScanned says why TestProgramsListed cannot see the code run it by this name (run
+	// outside Go, or by a path the code computes); empty when it can.
+	NotScanned string
+}
+
+// onPath is how most programs are found. Root's tests need /usr/sbin on PATH; Check says so.
+const onPath = "by name on PATH (/usr/sbin too, for root's tests)"
+
+// Programs is the one list of every external program Portico runs. `make prereqs` installs the
+// Debian packages of those not in Base; TestProgramsListed fails when Go code runs a program
+// this list does not hold, or when the list holds one nothing runs.
+var Programs = []Program{
+	// The Go toolchain.
+	{Name: "go", Source: Toolchain, Found: "on PATH: the go that runs make",
+		RunBy: "tests, demo and e2e/framework/netlab build the binaries they run (go build); api/v1alpha1's generate test (go run controller-gen)"},
+
+	// Run by the Makefile around the Go code.
+	{Name: "gofmt", Source: Toolchain, Found: "on PATH, next to go", RunBy: "make lint",
+		NotScanned: "run by the Makefile"},
+	{Name: "make", Source: Debian, Package: "make", Base: true, Found: "the user's (the README's first step: apt-get install -y make)",
+		RunBy: "every entry point (make test, make demo, .ci/run)", NotScanned: "runs the Makefile"},
+	{Name: "bash", Source: Debian, Package: "bash", Base: true, Found: "/bin/bash (the Makefile's SHELL; .ci/run's #!)",
+		RunBy: "the Makefile's recipes and .ci/run", NotScanned: "run by make and by CI"},
+	{Name: "grep", Source: Debian, Package: "grep", Base: true, Found: onPath,
+		RunBy: "make help, and the Makefile finding the e2e-tagged packages", NotScanned: "run by the Makefile"},
+	{Name: "awk", Source: Debian, Package: "mawk", Base: true, Found: onPath,
+		RunBy: "make help", NotScanned: "run by the Makefile"},
+
+	// Debian packages every Debian system has.
+	{Name: "apt-get", Source: Debian, Package: "apt", Base: true, Found: onPath,
+		RunBy: "make prereqs (e2e/tools/prereqs) installs the packages of this list"},
+	{Name: "sh", Source: Debian, Package: "dash", Base: true, Found: onPath,
+		RunBy: "e2e/framework/netlab's tests (a stray process to sweep)"},
+	{Name: "sleep", Source: Debian, Package: "coreutils", Base: true, Found: onPath,
+		RunBy: "e2e/framework/netlab and e2e/framework/moto tests (a process to kill)"},
+	{Name: "true", Source: Debian, Package: "coreutils", Base: true, Found: onPath,
+		RunBy: "e2e/framework/cluster, e2e/framework/netlab and e2e/framework/moto tests (a process that has exited)"},
+
+	// Debian packages make prereqs installs.
+	{Name: "git", Source: Debian, Package: "git", Found: onPath,
+		RunBy:      "make lint (git ls-files); go build stamps the commit",
+		NotScanned: "run by the Makefile and the go command, not by Go code"},
+	{Name: "ip", Source: Debian, Package: "iproute2", Privileged: true, Found: onPath,
+		RunBy: "e2e/framework/netlab (ip netns exec, ip netns add), e2e/framework/router, the e2e suites, the demo, nodeproxy/rules' round trip"},
+	{Name: "iptables", Source: Debian, Package: "iptables", Privileged: true,
+		Found: "portico-agent: --iptables (default iptables) by name on PATH; tests: " + onPath,
+		RunBy: "portico-agent's dataplane and kube-proxy's (IPv4); e2e suites set up and read rules"},
+	{Name: "iptables-save", Source: Debian, Package: "iptables", Privileged: true,
+		Found: "portico-agent: the sibling of --iptables; tests: " + onPath,
+		RunBy: "portico-agent reads its rules; e2e suites and nodeproxy/rules' round trip"},
+	{Name: "iptables-restore", Source: Debian, Package: "iptables", Privileged: true,
+		Found: "portico-agent: the sibling of --iptables; tests: " + onPath,
+		RunBy: "portico-agent writes its rules; the demo checks it is there"},
+	{Name: "ip6tables", Source: Debian, Package: "iptables", Privileged: true,
+		Found: "portico-agent: --ip6tables (default ip6tables) by name on PATH; tests: " + onPath,
+		RunBy: "portico-agent's dataplane and kube-proxy's (IPv6); e2e/suites/l2election sets up DNAT"},
+	{Name: "ip6tables-save", Source: Debian, Package: "iptables", Privileged: true,
+		Found: "portico-agent: the sibling of --ip6tables; tests: " + onPath,
+		RunBy: "portico-agent reads its rules; e2e/suites/dataplane reads them"},
+	{Name: "ip6tables-restore", Source: Debian, Package: "iptables", Privileged: true,
+		Found: "portico-agent: the sibling of --ip6tables", RunBy: "portico-agent writes its rules",
+		NotScanned: "run as the sibling of the --ip6tables flag's value (nodeproxy/netfilter: binary + \"-restore\")"},
+	{Name: "conntrack", Source: Debian, Package: "conntrack", Privileged: true, Found: onPath,
+		RunBy:      "a person reading a lab's connection tracking (the agent itself uses netlink)",
+		NotScanned: "run by hand when debugging a lab, not by Go code"},
+	{Name: "bird", Source: Debian, Package: "bird2", Privileged: true, Found: onPath,
+		RunBy: "the BGP router in e2e/framework/router (e2e/suites/bgp, nodeproxy/announce/bgp's lab, the demo)"},
+	{Name: "birdc", Source: Debian, Package: "bird2", Privileged: true, Found: onPath,
+		RunBy: "e2e/framework/router reads bird's routes, sessions and BFD state"},
+	// iputils-arping, not arping (Thomas Habets'): both accept -c -w -I (checked in a netns);
+	// iputils' is Debian's standard one and installs to /usr/bin, on every user's PATH.
+	{Name: "arping", Source: Debian, Package: "iputils-arping", Privileged: true, Found: onPath,
+		RunBy: "e2e/suites/l2 and e2e/suites/l2election ask who answers ARP for a VIP (arping -c N -w N -I eth0)"},
+	{Name: "sysctl", Source: Debian, Package: "procps", Privileged: true, Found: onPath,
+		RunBy: "e2e/framework/router, e2e/suites/bgp, nodeproxy/announce/bgp's lab and the demo set the router's forwarding and ECMP hash"},
+	{Name: "python3", Source: Debian, Package: "python3-venv",
+		Found: "MotoPython: /usr/bin/python3, else python3 on PATH, that can import venv and ensurepip",
+		RunBy: "make prereqs creates moto's virtual environment; e2e/framework/moto asks the venv's python for moto's version"},
+
+	// Built by the project, or installed by make prereqs from PyPI.
+	{Name: "moto_server", Source: Built, Found: "MotoServerPath: $PORTICO_MOTO_SERVER, else <cache>/moto-<version>/bin/moto_server",
+		RunBy:      "e2e/framework/moto, providers/aws's moto tests, the AWS demo: the AWS emulator (pip-installed by make prereqs)",
+		NotScanned: "run by the path MotoServerPath computes"},
+	{Name: "etcd", Source: Built, Found: "make tools (e2e/framework/k8sbin) builds it into <cache>/bin",
+		RunBy: "e2e/framework/cluster's control plane", NotScanned: "run by the path e2e/framework/k8sbin returns"},
+	{Name: "kube-apiserver", Source: Built, Found: "make tools (e2e/framework/k8sbin) builds it into <cache>/bin",
+		RunBy: "e2e/framework/cluster's control plane", NotScanned: "run by the path e2e/framework/k8sbin returns"},
+	{Name: "kube-controller-manager", Source: Built, Found: "make tools (e2e/framework/k8sbin) builds it into <cache>/bin",
+		RunBy: "e2e/framework/cluster's control plane (EndpointSlice controllers)", NotScanned: "run by the path e2e/framework/k8sbin returns"},
+	{Name: "kube-proxy", Source: Built, Found: "make tools (e2e/framework/k8sbin) builds it into <cache>/bin",
+		RunBy: "e2e/suites/dataplane's comparison with kube-proxy", NotScanned: "run by the path e2e/framework/k8sbin returns"},
+	{Name: "portico-agent", Source: Built, Found: "go build ./cmd/portico-agent by the suite or the demo",
+		RunBy: "e2e suites and the demo"},
+	{Name: "portico-controller", Source: Built, Found: "go build ./cmd/portico-controller by the suite or the demo",
+		RunBy: "e2e suites and the demo"},
+	{Name: "portico-ccm", Source: Built, Found: "go build ./cmd/portico-ccm by the suite",
+		RunBy: "e2e/suites/ccm and e2e/suites/aws"},
+	{Name: "echoserver", Source: Built, Found: "e2e/framework/netlab builds e2e/tools/echoserver into <cache>/echoserver-<hash>",
+		RunBy: "backends in the network labs"},
+	{Name: "bgpspeaker", Source: Built, Found: "e2e/framework/gobuild builds e2e/tools/bgpspeaker into <cache>, once per source version",
+		RunBy: "nodeproxy/announce/bgp's lab: the speaker in each node namespace", NotScanned: "run by a path held in a variable"},
+	{Name: "l2node", Source: Built, Found: "e2e/framework/gobuild builds e2e/tools/l2node into <cache>, once per source version",
+		RunBy: "e2e/suites/l2election: the announcer in each node namespace", NotScanned: "run by a path held in a struct field"},
+	{Name: "demo", Source: Built, Found: "e2e/framework/gobuild builds e2e/tools/demo into <cache>, once per source version",
+		RunBy: "e2e/tools/demo's test runs the AWS demo end to end", NotScanned: "run by the path e2e/framework/gobuild returns"},
+}
+
+// FindProgram returns the entry of Programs named name.
+func FindProgram(name string) (Program, bool) {
+	for _, p := range Programs {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Program{}, false
+}
+
+// debianPackage is the Package of Programs' Debian package name: its commands are those of
+// its programs found on PATH (python3-venv has none: MotoPython checks it), privileged when
+// every one of them is.
+func debianPackage(name string) Package {
+	p := Package{Name: name, Privileged: true}
+	for _, prog := range Programs {
+		if prog.Source != Debian || prog.Package != name {
+			continue
+		}
+		p.Privileged = p.Privileged && prog.Privileged
+		if prog.Name != "python3" {
+			p.Commands = append(p.Commands, prog.Name)
+		}
+	}
+	if len(p.Commands) == 0 {
+		p.Privileged = false
+	}
+	return p
+}
+
+// installed returns the Debian packages of Programs that make prereqs installs, in the order
+// of Programs.
+func installed() []Package {
+	var pkgs []Package
+	seen := map[string]bool{}
+	for _, prog := range Programs {
+		if prog.Source == Debian && !prog.Base && !seen[prog.Package] {
+			seen[prog.Package] = true
+			pkgs = append(pkgs, debianPackage(prog.Package))
+		}
+	}
+	return pkgs
+}
