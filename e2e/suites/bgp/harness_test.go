@@ -177,8 +177,8 @@ func startAgent(n *netlab.Node) error {
 	for _, o := range shared.Lab.Nodes() {
 		cidrs = append(cidrs, o.PodCIDR.String(), o.PodCIDR6.String())
 	}
-	p, err := n.Start(shared.Agent, "--kubeconfig="+shared.Kubeconfig, "--node-name="+n.Name,
-		"--sync-period=30s", "--min-sync-period=100ms",
+	p, err := n.Start(shared.Agent, "--kubeconfig="+shared.Kubeconfig, "--hostname-override="+n.Name,
+		"--iptables-sync-period=30s", "--iptables-min-sync-period=100ms",
 		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=0.0.0.0:10249",
 		"--cluster-cidr="+strings.Join(cidrs, ","), "--announce=bgp", "-v=1")
 	if err != nil {

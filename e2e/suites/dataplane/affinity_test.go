@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/portico-lb/portico/e2e/framework/netlab"
 )
 
 // TestSessionAffinityTimeout: sessionAffinityConfig.clientIP.timeoutSeconds bounds the
@@ -57,7 +59,32 @@ func (e *env) waitEndpoints(svc string, n int) {
 		}
 		return err
 	})
-	time.Sleep(time.Second) // one sync (--min-sync-period is 100ms)
+	e.waitSynced()
+}
+
+// waitSynced waits until the shared agents have applied everything they had been told by
+// now: each reports a successful sync that ended after this call began and after the last
+// change it queued (the agent's sync_proxy_rules_last_*timestamp_seconds metrics, as
+// kube-proxy's).
+func (e *env) waitSynced() {
+	e.t.Helper()
+	since := float64(time.Now().UnixNano()) / 1e9
+	for _, n := range []*netlab.Node{e.node1, e.node2} {
+		e.eventually(n.Name+"'s agent synced", 30*time.Second, func() error {
+			synced, err := e.metric(n, "portico_agent_sync_proxy_rules_last_timestamp_seconds")
+			if err != nil {
+				return err
+			}
+			queued, err := e.metric(n, "portico_agent_sync_proxy_rules_last_queued_timestamp_seconds")
+			if err != nil {
+				return err
+			}
+			if synced < since || synced < queued {
+				return fmt.Errorf("last sync at %.3f, last change queued at %.3f, waiting since %.3f", synced, queued, since)
+			}
+			return nil
+		})
+	}
 }
 
 // countEndpoints counts the ready endpoints of svc's EndpointSlices that match.

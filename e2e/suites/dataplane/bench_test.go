@@ -74,7 +74,7 @@ func benchSync(b *testing.B, services int) {
 	nodes := shared.lab.Nodes()
 	b.ResetTimer()
 	portico := measure(b, nodes[2], "portico_agent_", limit, ns, slices, shared.agent,
-		agentArgs(nodes[2].Name, "--sync-period=1h", "--min-sync-period=0")...)
+		agentArgs(nodes[2].Name, "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
 	bins, err := k8sbin.Ensure(ctx, k8sbin.Options{})
 	if err != nil {
 		b.Fatal(err)

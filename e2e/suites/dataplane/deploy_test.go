@@ -47,7 +47,7 @@ func TestDeployManifestIsSufficient(t *testing.T) {
 	}
 	defer hold.Close()
 
-	p := e.ownAgent(node, "--kubeconfig="+kubeconfig, "--node-name="+node.Name,
+	p := e.ownAgent(node, "--kubeconfig="+kubeconfig, "--hostname-override="+node.Name,
 		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=127.0.0.1:10249", "-v=1")
 
 	e.backend(e.node1, "a", "deploy")

@@ -110,9 +110,9 @@ func clusterCIDRs() string {
 func agentArgs(node string, extra ...string) []string {
 	return append([]string{
 		"--kubeconfig=" + shared.kubecfg,
-		"--node-name=" + node,
-		"--sync-period=5s",
-		"--min-sync-period=100ms",
+		"--hostname-override=" + node,
+		"--iptables-sync-period=5s",
+		"--iptables-min-sync-period=100ms",
 		"--healthz-bind-address=0.0.0.0:10256",
 		"--metrics-bind-address=0.0.0.0:10249",
 		"--cluster-cidr=" + clusterCIDRs(),

@@ -250,7 +250,7 @@ func restoreNode(t *testing.T, node *netlab.Node) {
 }
 
 // TestHealthzFailsWhenRulesAreStale: when iptables-restore starts failing, the agent's /healthz
-// and /livez answer 503 once a change has waited 2 x --sync-period (10 s here) for a successful
+// and /livez answer 503 once a change has waited 2 x --iptables-sync-period (10 s here) for a successful
 // sync, with the failing family marked unhealthy; both recover when restores work again. The
 // agent on node4 uses an iptables-restore wrapper that fails while a flag file exists.
 func TestHealthzFailsWhenRulesAreStale(t *testing.T) {

@@ -342,7 +342,7 @@ func TestTerminatingEndpointFallback(t *testing.T) {
 		}
 		return errors.New("not terminating yet")
 	})
-	time.Sleep(time.Second)
+	e.waitSynced()
 	for range 5 {
 		if _, err := e.request(e.client, "tcp", dst); err != nil {
 			t.Fatalf("serving terminating endpoint not used as fallback: %v", err)

@@ -115,8 +115,8 @@ func agentArgs(n *netlab.Node) []string {
 		cidrs = append(cidrs, o.PodCIDR.String(), o.PodCIDR6.String())
 	}
 	return []string{
-		"--kubeconfig=" + shared.Kubeconfig, "--node-name=" + n.Name,
-		"--sync-period=30s", "--min-sync-period=100ms",
+		"--kubeconfig=" + shared.Kubeconfig, "--hostname-override=" + n.Name,
+		"--iptables-sync-period=30s", "--iptables-min-sync-period=100ms",
 		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=0.0.0.0:10249",
 		"--cluster-cidr=" + strings.Join(cidrs, ","),
 		"--announce=l2", "--membership", "--membership-rejoin-interval=1s", "-v=1",

@@ -18,9 +18,9 @@ func TestStartupErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--node-name=node1", "--announce=l2,bgpp"},
+		{[]string{"--hostname-override=node1", "--announce=l2,bgpp"},
 			[]string{"config.announcers[0]: Invalid value: \"l2\": needs --membership", `config.announcers[1]: Unsupported value: "bgpp"`}},
-		{[]string{"--node-name=node1", "--announce=l2", "--membership", "--membership-probe-timeout=1s", "--membership-port=0",
+		{[]string{"--hostname-override=node1", "--announce=l2", "--membership", "--membership-probe-timeout=1s", "--membership-port=0",
 			"--membership-secret-file=/nonexistent"},
 			[]string{"config.membership.probeTimeout", "config.membership.port", "config.membership.secretFile"}},
 	}
@@ -43,7 +43,7 @@ func TestStartupErrors(t *testing.T) {
 	if err := shared.Cluster.WriteKubeconfigWithToken(kubeconfig, shared.Cluster.Host(), "no-such-token"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(shared.Agent, "--kubeconfig="+kubeconfig, "--node-name=node1", "--announce=l2", "--membership").CombinedOutput()
+	out, err := exec.Command(shared.Agent, "--kubeconfig="+kubeconfig, "--hostname-override=node1", "--announce=l2", "--membership").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != config.ExitStartup {
 		t.Errorf("without access to AddressPools: err = %v, want exit code %d\n%s", err, config.ExitStartup, out)
 	}

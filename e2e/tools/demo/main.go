@@ -364,9 +364,9 @@ func (d *demo) startNodes() error {
 	for _, n := range d.lab.Nodes() {
 		p, err := n.Start(d.bins["portico-agent"],
 			"--kubeconfig="+kubeconfig,
-			"--node-name="+n.Name,
+			"--hostname-override="+n.Name,
 			"--cluster-cidr="+strings.Join(cidrs, ","),
-			"--min-sync-period=200ms",
+			"--iptables-min-sync-period=200ms",
 			"--metrics-bind-address=0",
 			"--announce="+announce, "--membership", "--membership-rejoin-interval=1s",
 			"-v=1", // the "Synced" line
