@@ -206,7 +206,7 @@ func f() { g(1, "x"); exec.Command("ip") }`, []string{"ip"}},
 	if want := map[string][]string{"nmap": {"x/x.go:13"}}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("unlisted = %v, want %v", got, want)
 	}
-	// Without arping in the list (as before issue 15), the L2 suites' arping is reported.
+	// Without arping in the list (as it was before arping joined the list), the L2 suites' arping is reported.
 	var withoutArping []Program
 	for _, p := range Programs {
 		if p.Name != "arping" {

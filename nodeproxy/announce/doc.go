@@ -62,7 +62,7 @@
 // heal: only one MAC answers arping again within seconds). There is no fencing: during the
 // merge both may answer for a moment.
 //
-// # No traffic to dead nodes (issue 9, item 5)
+// # No traffic to dead nodes
 //
 // Kubernetes takes about 40 s to mark a dead node NotReady and longer to drop its endpoints, so
 // after a failover the new announcer would still send a share of the connections to pods on

@@ -17,8 +17,8 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-// The steady state. A resync where nothing changed must make no write and few reads (issue 11:
-// at most one batched Describe per 20 Services). So a full convergence (every listener, target
+// The steady state. A resync where nothing changed must make no write and few reads (the
+// target: at most one batched Describe per 20 Services). So a full convergence (every listener, target
 // group, target, attribute and security-group rule read and compared) runs only when
 //
 //   - the desired model (node set included) differs from the one last applied, which the load

@@ -1,7 +1,7 @@
 package aws
 
-// Tests with recorded AWS responses, for behaviour moto 5.2.5 does not reproduce (see
-// /work/shared/reference/cloud.md section 7): moto copies a Classic listener's protocol into
+// Tests with recorded AWS responses, for behaviour moto 5.2.5 does not reproduce (moto
+// documents its own gaps): moto copies a Classic listener's protocol into
 // InstanceProtocol, so only these tests prove that an SSL->TCP listener is left alone on AWS.
 
 import (

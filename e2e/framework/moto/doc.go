@@ -63,7 +63,7 @@
 // closes the connection, for the next N matching calls or with a seeded probability; OnCall
 // lets a test act (e.g. kill the controller) at a chosen call.
 //
-// # Measured (moto 5.2.5, aws-sdk-go-v2 v1.47.7, 2 cores), beyond ../shared/reference/cloud.md section 7
+// # Measured (moto 5.2.5, aws-sdk-go-v2 v1.47.7, 2 cores)
 //
 //   - Start: moto_server answers in about 2 s; the first EC2 call then takes about 4 s (backend
 //     load), later ones milliseconds. Reset takes about 0.4 s; Seed with 3 AZs and 3 nodes 0.5 s.

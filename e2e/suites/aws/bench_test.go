@@ -21,8 +21,8 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
-// anchorResync is cloud-provider-aws's cost of re-ensuring one single-port Service, by code
-// reading (../shared/reference/cloud.md section 2.10): NLB about 10 calls plus one per port,
+// anchorResync is cloud-provider-aws's cost of re-ensuring one single-port Service, by reading
+// its source (pkg/providers/v1/aws_loadbalancer.go): NLB about 10 calls plus one per port,
 // Classic ELB about 8-9 reads (taken as 9). Not measured.
 var anchorResync = map[string]float64{kindNLB: 11, kindClassic: 9}
 

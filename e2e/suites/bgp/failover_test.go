@@ -39,7 +39,7 @@ const (
 	probeTimeout = time.Second // a request whose SYN went to the dead node waits 1 s to resend it
 	afterWindow  = 5 * time.Second
 	// metalLBBFD is the anchor: MetalLB with FRR and its BFD defaults (300 ms x 3) needs about
-	// 0.9 s to detect a dead link (../shared/reference/baremetal.md; derived from the defaults,
+	// 0.9 s to detect a dead link (derived from FRR's defaults,
 	// not measured here).
 	metalLBBFD = 900 * time.Millisecond
 	// holdTime is the BGPPeers' (and bird's) hold time: without BFD a cut is noticed when it

@@ -111,7 +111,7 @@
 //   - no BFD, hold time 9 s (keepalive 3 s): median 8.33 s, worst 8.83 s (best 6.80 s).
 //
 // (2-core VM, bird polled with birdc every 5 ms, so figures include up to ~10 ms of polling.)
-// The target of issue 10 (under 1 s with BFD) holds; MetalLB's FRR BFD defaults (300 ms x 3)
+// The target (under 1 s with BFD) holds; MetalLB's FRR BFD defaults (300 ms x 3)
 // would give about 0.9 s, and without BFD routers keep a dead node's route for the hold time.
 //
 // Reproduce with `go test -run '^$' -bench LinkCut -benchtime 1x ./nodeproxy/announce/bgp/`
