@@ -1,6 +1,7 @@
 package providers
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 )
@@ -112,6 +113,21 @@ type LoadBalancer struct {
 // is part of the model's JSON form (the controller's model hash), so it must marshal
 // deterministically: plain data, no functions or channels.
 type ServiceOptions any
+
+// OptionsOf returns lb's options as provider's type T (given as a value or a pointer): the zero
+// value when none were given, an error when they belong to another provider.
+func OptionsOf[T any](lb *LoadBalancer, provider string) (T, error) {
+	var zero T
+	switch o := lb.Options.(type) {
+	case nil:
+		return zero, nil
+	case T:
+		return o, nil
+	case *T:
+		return *o, nil
+	}
+	return zero, fmt.Errorf("load balancer %s carries options of type %T, not the %s provider's", lb.Ref, lb.Options, provider)
+}
 
 // IPFamilyPolicy is a Service's spec.ipFamilyPolicy.
 type IPFamilyPolicy string

@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -139,13 +138,5 @@ func (p *Provider) ParseOptions(ann map[string]string) (providers.ServiceOptions
 
 // optionsOf returns lb's AWS options: the zero value when none were given.
 func optionsOf(lb *providers.LoadBalancer) (ServiceOptions, error) {
-	switch o := lb.Options.(type) {
-	case nil:
-		return ServiceOptions{}, nil
-	case ServiceOptions:
-		return o, nil
-	case *ServiceOptions:
-		return *o, nil
-	}
-	return ServiceOptions{}, fmt.Errorf("load balancer %s carries options of type %T, not the aws provider's", lb.Ref, lb.Options)
+	return providers.OptionsOf[ServiceOptions](lb, "aws")
 }

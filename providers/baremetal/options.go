@@ -1,7 +1,6 @@
 package baremetal
 
 import (
-	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -40,15 +39,7 @@ func (p *Provider) ParseOptions(ann map[string]string) (providers.ServiceOptions
 
 // optionsOf returns lb's bare-metal options: the zero value when none were given.
 func optionsOf(lb *providers.LoadBalancer) (ServiceOptions, error) {
-	switch o := lb.Options.(type) {
-	case nil:
-		return ServiceOptions{}, nil
-	case ServiceOptions:
-		return o, nil
-	case *ServiceOptions:
-		return *o, nil
-	}
-	return ServiceOptions{}, fmt.Errorf("load balancer %s carries options of type %T, not the baremetal provider's", lb.Ref, lb.Options)
+	return providers.OptionsOf[ServiceOptions](lb, "baremetal")
 }
 
 func parseAddressPool(v string, o *ServiceOptions) []annotations.Problem {
