@@ -78,7 +78,6 @@ func FuzzParseServiceOptions(f *testing.F) {
 	})
 }
 
-// render writes a spec back as canonical annotations (the inverse of Parse, for tests).
 // render writes options back as canonical annotations (the inverse of ParseServiceOptions, for tests).
 func render(s ServiceOptions) map[string]string {
 	m := map[string]string{}
