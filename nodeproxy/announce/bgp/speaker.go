@@ -52,6 +52,8 @@ type Speaker struct {
 	paths    map[netip.Prefix]*apiutil.Path
 	exported map[netip.Addr]map[netip.Prefix]bool // each peer's export prefix set (export.go)
 	stopped  bool
+
+	stopGuard context.CancelFunc // ends guardBFD (bfdguard.go)
 }
 
 // New starts a speaker with no peers and no advertisements. Its BFD endpoint listens on UDP
@@ -108,6 +110,9 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 	}
+	gctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopGuard = stop
+	go s.guardBFD(gctx)
 	return s, nil
 }
 
@@ -281,6 +286,7 @@ func (s *Speaker) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopped = true
+	s.stopGuard()
 
 	var errs []error
 	if len(s.paths) > 0 {
