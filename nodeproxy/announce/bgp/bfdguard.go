@@ -122,6 +122,7 @@ func (s *Speaker) recreatePeer(ctx context.Context, addr netip.Addr) error {
 		delete(s.peers, addr)
 		return fmt.Errorf("adding peer %s again: %w", addr, err)
 	}
+	s.recreations.Inc()
 	s.log.Info("BGP peer recreated: its BFD session went down while the session was not established, which leaves GoBGP a reset for the next session", "peer", addr)
 	return nil
 }

@@ -45,6 +45,7 @@ type Speaker struct {
 	log         logr.Logger
 	srv         *server.BgpServer
 	withdrawals prometheus.Counter
+	recreations prometheus.Counter // peers recreated by the BFD guard (bfdguard.go)
 
 	mu       sync.Mutex // serialises SetPeers, SetAdvertisements and Stop
 	peers    map[netip.Addr]Peer
@@ -72,6 +73,10 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 		withdrawals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: metricsPrefix + "withdrawals_total",
 			Help: "Prefixes withdrawn: dropped from the desired advertisements, or withdrawn by a graceful stop.",
+		}),
+		recreations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricsPrefix + "peer_recreations_total",
+			Help: "Peers deleted and re-added because their BFD session went down while the BGP session was not established (a stale GoBGP reset).",
 		}),
 		peers:    map[netip.Addr]Peer{},
 		advs:     map[netip.Prefix]Advertisement{},
