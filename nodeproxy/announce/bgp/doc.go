@@ -46,6 +46,10 @@
 // it can share a node with another BGP daemon on port 179; Options.ListenPort turns listening
 // on. GoBGP's BFD endpoint always binds UDP 3784 in the agent's namespace, so a node cannot run
 // another BFD daemon beside it. GoBGP's BFD is single-hop only, without authentication or echo.
+// GoBGP resets a peer when BFD goes down by queueing a NOTIFICATION that only an established
+// session sends; one queued while the session is down kills the next session at once, and
+// against bird (which drops its BFD session with the BGP session) that repeats for ever. A
+// guard (bfdguard.go) deletes and re-adds a peer whose BFD fell while its session was down.
 //
 // LOCAL_PREF is sent as given; it only means something to iBGP peers (eBGP routers ignore it).
 //
@@ -65,7 +69,8 @@
 // segments silently), so the sentence names both. Collector exports
 // portico_agent_bgp_session_state{peer,state}, portico_agent_bgp_bfd_state{peer,state} (state
 // sets: 1 for the current state), portico_agent_bgp_advertised_prefixes{peer},
-// portico_agent_bgp_announced_prefixes and portico_agent_bgp_withdrawals_total.
+// portico_agent_bgp_announced_prefixes, portico_agent_bgp_withdrawals_total and
+// portico_agent_bgp_peer_recreations_total (the BFD guard's).
 //
 // # How the agent feeds it (Consumer, consumer.go)
 //

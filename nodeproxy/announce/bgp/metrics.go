@@ -28,7 +28,7 @@ const scrapeTimeout = 5 * time.Second
 type collector struct{ s *Speaker }
 
 // Collector returns the speaker's Prometheus collector: session and BFD state per peer (as
-// state sets), prefixes advertised per peer, prefixes announced, and withdrawals. Options.
+// state sets), prefixes advertised per peer, prefixes announced, withdrawals, and peers recreated by the BFD guard. Options.
 // Registerer registers it; use this to register it elsewhere.
 func (s *Speaker) Collector() prometheus.Collector { return collector{s} }
 
@@ -38,10 +38,12 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- advertisedDesc
 	ch <- announcedDesc
 	c.s.withdrawals.Describe(ch)
+	c.s.recreations.Describe(ch)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	c.s.withdrawals.Collect(ch)
+	c.s.recreations.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	st, err := c.s.Status(ctx)

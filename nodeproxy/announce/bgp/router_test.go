@@ -90,6 +90,7 @@ func TestRouter(t *testing.T) {
 			fmt.Sprintf(`portico_agent_bgp_advertised_prefixes{peer="%s"} 1`, rl.router.Addr),
 			"portico_agent_bgp_announced_prefixes 2",
 			"portico_agent_bgp_withdrawals_total 0",
+			"portico_agent_bgp_peer_recreations_total 0",
 		} {
 			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %q:\n%s", want, m)

@@ -45,6 +45,7 @@ type Speaker struct {
 	log         logr.Logger
 	srv         *server.BgpServer
 	withdrawals prometheus.Counter
+	recreations prometheus.Counter // peers recreated by the BFD guard (bfdguard.go)
 
 	mu       sync.Mutex // serialises SetPeers, SetAdvertisements and Stop
 	peers    map[netip.Addr]Peer
@@ -52,6 +53,8 @@ type Speaker struct {
 	paths    map[netip.Prefix]*apiutil.Path
 	exported map[netip.Addr]map[netip.Prefix]bool // each peer's export prefix set (export.go)
 	stopped  bool
+
+	stopGuard context.CancelFunc // ends guardBFD (bfdguard.go)
 }
 
 // New starts a speaker with no peers and no advertisements. Its BFD endpoint listens on UDP
@@ -70,6 +73,10 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 		withdrawals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: metricsPrefix + "withdrawals_total",
 			Help: "Prefixes withdrawn: dropped from the desired advertisements, or withdrawn by a graceful stop.",
+		}),
+		recreations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricsPrefix + "peer_recreations_total",
+			Help: "Peers deleted and re-added because their BFD session went down while the BGP session was not established (a stale GoBGP reset).",
 		}),
 		peers:    map[netip.Addr]Peer{},
 		advs:     map[netip.Prefix]Advertisement{},
@@ -108,6 +115,9 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 	}
+	gctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopGuard = stop
+	go s.guardBFD(gctx)
 	return s, nil
 }
 
@@ -281,6 +291,7 @@ func (s *Speaker) Stop(ctx context.Context) error {
 		return nil
 	}
 	s.stopped = true
+	s.stopGuard()
 
 	var errs []error
 	if len(s.paths) > 0 {
