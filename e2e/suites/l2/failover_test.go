@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-lb/portico/nodeproxy/announce/l2"
+
+	"github.com/portico-lb/portico/e2e/framework/netlab"
 )
 
 var trials = flag.Int("l2agent.trials", 10, "failover trials per failure in BenchmarkL2Failover")
@@ -192,7 +194,7 @@ func (s *scenario) settle(tb testing.TB, node string) {
 			tb.Fatalf("%s not served within %v", v, settleMax)
 		}
 		if _, ok := waitNeighbour(s.h, v, node, settleMax); !ok {
-			tb.Fatalf("client's neighbour for %s is %v (%s), want %s's %s", v, neighbour(s.h, v), nodeOfMAC(neighbour(s.h, v)), node, shared.macs[node])
+			tb.Fatalf("client's neighbour for %s is %v (%s), want %s's %s", v, netlab.Neighbour(s.h, v), nodeOfMAC(netlab.Neighbour(s.h, v)), node, shared.macs[node])
 		}
 	}
 }
@@ -251,7 +253,7 @@ func (s *scenario) trial(tb testing.TB, failure string) trialResult {
 	for _, v := range []netip.Addr{s.v4, s.v6} {
 		at, ok := waitNeighbour(s.h, v, next, failoverMax)
 		if !ok {
-			tb.Fatalf("%s: %s neighbour did not move to %s within %v (now %s)", failure, v, next, failoverMax, nodeOfMAC(neighbour(s.h, v)))
+			tb.Fatalf("%s: %s neighbour did not move to %s within %v (now %s)", failure, v, next, failoverMax, nodeOfMAC(netlab.Neighbour(s.h, v)))
 		}
 		res.failover[family(v)] = at.Sub(t0)
 		if at.After(announced) {

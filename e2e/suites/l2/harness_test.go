@@ -242,30 +242,12 @@ func clientHandle(tb testing.TB) *netlink.Handle {
 	return h
 }
 
-// neighbour returns the client's usable neighbour entry for v, or nil.
-func neighbour(h *netlink.Handle, v netip.Addr) net.HardwareAddr {
-	fam := netlink.FAMILY_V4
-	if v.Is6() {
-		fam = netlink.FAMILY_V6
-	}
-	ns, err := h.NeighList(0, fam)
-	if err != nil {
-		return nil
-	}
-	for _, n := range ns {
-		if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap() == v && n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) == 0 {
-			return n.HardwareAddr
-		}
-	}
-	return nil
-}
-
 // waitNeighbour polls every 10 ms until the client's entry for v is node's MAC, and says when.
 func waitNeighbour(h *netlink.Handle, v netip.Addr, node string, within time.Duration) (time.Time, bool) {
 	want := shared.macs[node].String()
 	end := time.Now().Add(within)
 	for time.Now().Before(end) {
-		if neighbour(h, v).String() == want {
+		if netlab.Neighbour(h, v).String() == want {
 			return time.Now(), true
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-lb/portico/nodeproxy/announce/election"
+
+	"github.com/portico-lb/portico/e2e/framework/netlab"
 )
 
 // TestLocalPolicyAnnouncesFromEndpointNode: with externalTrafficPolicy: Local only a node with
@@ -47,7 +49,7 @@ func TestLocalPolicyAnnouncesFromEndpointNode(t *testing.T) {
 		t.Fatalf("%s not served within %v", vip, settleMax)
 	}
 	if _, ok := waitNeighbour(h, vip, last, settleMax); !ok {
-		t.Fatalf("client's neighbour for %s is %s, want %s (the only node with an endpoint)", vip, nodeOfMAC(neighbour(h, vip)), last)
+		t.Fatalf("client's neighbour for %s is %s, want %s (the only node with an endpoint)", vip, nodeOfMAC(netlab.Neighbour(h, vip)), last)
 	}
 	arpingOnly(t, vip, last, 5*time.Second)
 	sent, failed, pods := pr.window(time.Time{}, time.Now())

@@ -291,24 +291,6 @@ func (p *prober) lost(from, to time.Time) (lost, sent int) {
 	return max(sent-got, 0), sent
 }
 
-// neighbour returns the client's cached MAC for v, or nil.
-func (l *lab) neighbour(h *netlink.Handle, v netip.Addr) net.HardwareAddr {
-	fam := netlink.FAMILY_V4
-	if v.Is6() {
-		fam = netlink.FAMILY_V6
-	}
-	ns, err := h.NeighList(0, fam)
-	if err != nil {
-		return nil
-	}
-	for _, n := range ns {
-		if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap() == v && n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) == 0 {
-			return n.HardwareAddr
-		}
-	}
-	return nil
-}
-
 func (l *lab) handle() *netlink.Handle {
 	ns, err := netns.GetFromName(l.client.NS)
 	if err != nil {
@@ -327,7 +309,7 @@ func (l *lab) handle() *netlink.Handle {
 func (l *lab) waitNeighbour(h *netlink.Handle, v netip.Addr, mac net.HardwareAddr, within time.Duration) (time.Time, bool) {
 	end := time.Now().Add(within)
 	for time.Now().Before(end) {
-		if got := l.neighbour(h, v); got.String() == mac.String() {
+		if got := netlab.Neighbour(h, v); got.String() == mac.String() {
 			return time.Now(), true
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -381,7 +363,7 @@ func TestFailover(t *testing.T) {
 			probes := map[netip.Addr]*prober{vip4: l.probe(vip4), l.vip6: l.probe(l.vip6)}
 			for v, p := range probes {
 				if _, ok := l.waitNeighbour(h, v, l.macs[winner], 3*time.Second); !ok {
-					t.Fatalf("%s trial %d: client's neighbour for %s is %v, want %s's %s", mode, trial, v, l.neighbour(h, v), winner, l.macs[winner])
+					t.Fatalf("%s trial %d: client's neighbour for %s is %v, want %s's %s", mode, trial, v, netlab.Neighbour(h, v), winner, l.macs[winner])
 				}
 				if _, ok := waitReply(p, podOf(winner), time.Now().Add(-time.Second), 3*time.Second); !ok {
 					t.Fatalf("%s trial %d: %s not served by %s", mode, trial, v, podOf(winner))
@@ -410,7 +392,7 @@ func TestFailover(t *testing.T) {
 				}
 				at, ok := l.waitNeighbour(h, v, l.macs[next], failoverMax)
 				if !ok {
-					t.Fatalf("%s trial %d: %s neighbour did not move to %s within %v (now %v)", mode, trial, v, next, failoverMax, l.neighbour(h, v))
+					t.Fatalf("%s trial %d: %s neighbour did not move to %s within %v (now %v)", mode, trial, v, next, failoverMax, netlab.Neighbour(h, v))
 				}
 				figs.add(mode+" "+fam+" neighbour moved", at.Sub(t0))
 				served, ok := waitReply(p, podOf(next), t0, failoverMax)
@@ -443,7 +425,7 @@ func TestFailover(t *testing.T) {
 				for v := range probes {
 					at, ok := l.waitNeighbour(h, v, l.macs[winner], 10*time.Second)
 					if !ok {
-						t.Fatalf("link-cut trial %d: after healing, %s neighbour is %v, want %s", trial, v, l.neighbour(h, v), winner)
+						t.Fatalf("link-cut trial %d: after healing, %s neighbour is %v, want %s", trial, v, netlab.Neighbour(h, v), winner)
 					}
 					figs.add("heal neighbour back", at.Sub(t1))
 				}
