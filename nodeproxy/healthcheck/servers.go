@@ -54,8 +54,19 @@ type Servers struct {
 }
 
 type serviceHealthServer struct {
-	state atomic.Pointer[healthCheck]
-	srv   *http.Server
+	state     atomic.Pointer[healthCheck]
+	srv       *http.Server
+	listeners []net.Listener
+}
+
+// stop closes the server and its listeners itself: http.Server.Close only closes the listeners
+// its Serve goroutines have taken up, and a goroutine not yet scheduled leaves its port taking
+// connections (and bound, so that reopening it on other addresses fails) until it runs.
+func (h *serviceHealthServer) stop() {
+	_ = h.srv.Close()
+	for _, l := range h.listeners {
+		_ = l.Close()
+	}
 }
 
 // Options configure Servers.
@@ -148,7 +159,7 @@ func (s *Servers) SyncServers(want map[uint16]healthCheck, listen []netip.Addr) 
 	}
 	for port, srv := range s.servers {
 		if _, ok := want[port]; !ok {
-			_ = srv.srv.Close()
+			srv.stop()
 			delete(s.servers, port)
 		}
 	}
@@ -177,7 +188,7 @@ func (s *Servers) SyncServers(want map[uint16]healthCheck, listen []netip.Addr) 
 			delete(s.failing, port)
 			s.log.Info("Opened health check node port", "service", hc.Service, "port", port)
 		}
-		srv := &serviceHealthServer{}
+		srv := &serviceHealthServer{listeners: ls}
 		srv.state.Store(&hc)
 		srv.srv = &http.Server{Handler: s.handler(srv), ReadHeaderTimeout: 5 * time.Second}
 		s.servers[port] = srv
@@ -223,7 +234,7 @@ func (s *Servers) Close() {
 
 func (s *Servers) closeAll() {
 	for port, srv := range s.servers {
-		_ = srv.srv.Close()
+		srv.stop()
 		delete(s.servers, port)
 	}
 }
