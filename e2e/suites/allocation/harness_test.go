@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -15,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,29 +31,10 @@ import (
 var testCluster *cluster.Cluster
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	c, err := cluster.Start(ctx, cluster.Options{Controllers: []string{}, ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}})
-	if err == nil {
-		err = c.InstallCRDs(ctx, filepath.Join("..", "..", "..", "deploy", "crds"))
-	}
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting control plane:", err)
-		if c != nil {
-			_ = c.Stop()
-		}
-		os.Exit(1)
-	}
-	testCluster = c
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(0)))
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger)
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-		code = 1
-	}
-	os.Exit(code)
+	cluster.Main(m, &testCluster, cluster.SuiteOptions{
+		Options: cluster.Options{Controllers: []string{}, ServiceCIDRs: []string{cluster.ServiceCIDR, cluster.ServiceCIDR6}},
+		CRDDir:  filepath.Join("..", "..", "..", "deploy", "crds"),
+	})
 }
 
 func newClient(c *cluster.Cluster) (client.Client, error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -13,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/portico-lb/portico/config"
@@ -33,23 +30,7 @@ import (
 var testCluster *cluster.Cluster
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	c, err := cluster.Start(ctx, cluster.Options{Controllers: []string{}})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting control plane:", err)
-		os.Exit(1)
-	}
-	testCluster = c
-	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(0)))
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger)
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-		code = 1
-	}
-	os.Exit(code)
+	cluster.Main(m, &testCluster, cluster.SuiteOptions{Options: cluster.Options{Controllers: []string{}}})
 }
 
 // env is one test's slice of the cluster: a namespace, a class, a running controller.
