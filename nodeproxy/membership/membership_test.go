@@ -2,7 +2,6 @@ package membership
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,18 +10,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-)
 
-// freePort returns a port free on 127.0.0.1 for both UDP and TCP at the time of the call.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+	"github.com/portico-lb/portico/e2e/framework/ports"
+)
 
 func start(t *testing.T, i, port int, key []byte) *Membership {
 	t.Helper()
@@ -73,7 +63,10 @@ func waitView(t *testing.T, m *Membership, within time.Duration, want ...string)
 }
 
 func TestViewFollowsMembers(t *testing.T) {
-	port := freePort(t)
+	port, err := ports.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
 	key, err := LoadSecretKey(writeFile(t, "s3cret\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +116,10 @@ func TestViewFollowsMembers(t *testing.T) {
 }
 
 func TestWrongKeyCannotJoin(t *testing.T) {
-	port := freePort(t)
+	port, err := ports.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := start(t, 1, port, make([]byte, 32))
 	other := make([]byte, 32)
 	other[0] = 1

@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
 	"github.com/portico-lb/portico/servicerules"
 )
@@ -516,9 +518,12 @@ func TestConsumerSecretRotation(t *testing.T) {
 	if err := w.cs.CoreV1().Secrets("kube-system").Delete(context.Background(), "bgp-password", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the deletion to reach the watch", func() bool {
+	wait.For(t, 30*time.Second, "the deletion to reach the watch", func() error {
 		w.sync(c, "node1")
-		return c.nodeStatus(context.Background())["r1"].Message != ""
+		if c.nodeStatus(context.Background())["r1"].Message == "" {
+			return errors.New("no problem reported for r1 yet")
+		}
+		return nil
 	})
 	if p, _ := w.sessions.peerConfig("198.19.0.1"); p.Password != "two" {
 		t.Errorf("password after the Secret's deletion %q, want the last valid (two)", p.Password)
@@ -564,16 +569,5 @@ func TestConsumerNoPeerNoSpeaker(t *testing.T) {
 	w.sync(c, "node1")
 	if started {
 		t.Error("a speaker was started without any BGPPeer")
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
