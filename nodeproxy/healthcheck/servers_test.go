@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/portico-lb/portico/e2e/framework/ports"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
 )
@@ -51,12 +52,11 @@ func TestServiceHealthCheckAnswers(t *testing.T) {
 // TestServiceHealthCheckListenAddresses: the servers listen where they are told (loopback
 // addresses here), and move when the addresses change.
 func TestServiceHealthCheckListenAddresses(t *testing.T) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	free, err := ports.Free()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := uint16(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := uint16(free)
 	s := NewServers(logr.Discard(), Options{Healthy: func() bool { return true }})
 	defer s.Close()
 	want := map[uint16]healthCheck{port: {Service: types.NamespacedName{Namespace: "ns", Name: "web"}, LocalEndpoints: 1}}
@@ -118,12 +118,11 @@ func TestHealthzPerFamily(t *testing.T) {
 // healthCheckNodePort of every externalTrafficPolicy: Local Service with the number of its
 // distinct ready endpoint IPs on this node, and stops serving Services that went away.
 func TestServersSyncCountsLocalReadyEndpoints(t *testing.T) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	free, err := ports.Free()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := int32(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	port := int32(free)
 	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{tracker.SliceServiceIndex: tracker.SliceServiceKey})
 	store := tracker.NewCacheStore("node1", svcs, slices, cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
