@@ -143,6 +143,8 @@ func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nod
 			if err != nil || !family.Contains(a) {
 				continue
 			}
+			// Ready as the slice says: true for a terminating endpoint too when the Service
+			// publishes not-ready addresses, and such an endpoint is served (as kube-proxy does).
 			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
 			serving := ready
 			if e.Conditions.Serving != nil {
@@ -151,7 +153,7 @@ func endpointsFor(p corev1.ServicePort, slices []*discoveryv1.EndpointSlice, nod
 			terminating := e.Conditions.Terminating != nil && *e.Conditions.Terminating
 			out = append(out, rules.Endpoint{
 				IP: a, Port: uint16(port),
-				Ready: ready && !terminating, Serving: serving, Terminating: terminating,
+				Ready: ready, Serving: serving, Terminating: terminating,
 				Local: e.NodeName != nil && *e.NodeName == node.Name,
 			})
 			hints = append(hints, e.Hints)

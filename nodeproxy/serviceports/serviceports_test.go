@@ -42,6 +42,9 @@ func TestServicePorts(t *testing.T) {
 			{Addresses: []string{"198.19.1.2"}, NodeName: ptr("node1")},
 			{Addresses: []string{"198.19.2.2"}, NodeName: ptr("node2"), Conditions: discoveryv1.EndpointConditions{
 				Ready: ptr(false), Serving: ptr(true), Terminating: ptr(true)}},
+			// publishNotReadyAddresses: the EndpointSlice controller says ready while terminating.
+			{Addresses: []string{"198.19.2.3"}, NodeName: ptr("node2"), Conditions: discoveryv1.EndpointConditions{
+				Ready: ptr(true), Serving: ptr(false), Terminating: ptr(true)}},
 		},
 	}
 	v6slice := &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv6}
@@ -66,11 +69,14 @@ func TestServicePorts(t *testing.T) {
 	if web.AffinitySeconds != 10800 {
 		t.Errorf("affinity %d, want the default 10800", web.AffinitySeconds)
 	}
-	if len(web.Endpoints) != 2 || web.Endpoints[0].Port != 8080 || !web.Endpoints[0].Local || !web.Endpoints[0].Ready {
+	if len(web.Endpoints) != 3 || web.Endpoints[0].Port != 8080 || !web.Endpoints[0].Local || !web.Endpoints[0].Ready {
 		t.Errorf("web endpoints %+v", web.Endpoints)
 	}
 	if e := web.Endpoints[1]; e.Ready || !e.Serving || !e.Terminating || e.Local {
 		t.Errorf("terminating endpoint %+v", e)
+	}
+	if e := web.Endpoints[2]; !e.Ready || e.Serving || !e.Terminating {
+		t.Errorf("terminating endpoint the slice calls ready %+v: want it ready (it is served)", e)
 	}
 	if dns.Endpoints[0].Port != 5353 {
 		t.Errorf("dns endpoint port %d: named port not resolved", dns.Endpoints[0].Port)

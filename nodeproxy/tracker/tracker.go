@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -58,10 +60,29 @@ type Options struct {
 	Pools dynamic.Interface
 }
 
+// LabelServiceProxyName on a Service (and its EndpointSlices) names the proxy that serves it.
+const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+
+// ProxiedSelector selects the Services and EndpointSlices a proxy with no name serves, as
+// kube-proxy does: not those another proxy serves (labelled service.kubernetes.io/service-proxy-name)
+// and not the slices of headless Services (labelled service.kubernetes.io/headless).
+var ProxiedSelector = labels.NewSelector().Add(
+	must(labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)),
+	must(labels.NewRequirement(corev1.IsHeadlessService, selection.DoesNotExist, nil)),
+).String()
+
+func must(r *labels.Requirement, err error) labels.Requirement {
+	if err != nil {
+		panic(err)
+	}
+	return *r
+}
+
 // New sets up the informers of a Tracker for node; notify is called (from informer goroutines)
 // after every recorded change. Start runs the informers.
 func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tracker, error) {
-	factory := informers.NewSharedInformerFactory(cs, informerResync)
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ProxiedSelector }))
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			if !opts.AllNodes {
