@@ -3,6 +3,7 @@
 // pure BuildLoadBalancer, apply it through the Service's provider, and report through
 // status.loadBalancer, the portico-lb.io/LoadBalancerReady condition and Events.
 //
-// It owns the finalizer portico-lb.io/load-balancer-cleanup, the mapping of provider errors to
+// It owns the finalizer portico-lb.io/load-balancer-cleanup (and, on class-less Services when it
+// owns them, the stock service.kubernetes.io/load-balancer-cleanup), the mapping of provider errors to
 // reconcile results (ensureFailed), and the node-eligibility rules shared with portico-ccm.
 package service

@@ -26,8 +26,44 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-// Finalizer holds a Service until its load balancer is gone.
+// Finalizer holds a Service with a loadBalancerClass until its load balancer is gone.
 const Finalizer = "portico-lb.io/load-balancer-cleanup"
+
+// StockFinalizer is the upstream service controller's finalizer. When the controller owns
+// class-less Services it is their load-balancer controller in place of the upstream one, so it
+// uses this finalizer for them, as cloud-provider does: a cluster moving from the upstream
+// controller keeps the finalizer its Services carry (it is adopted, and removed after the load
+// balancer is deleted, instead of holding a deletion forever), and tools and tests that wait for
+// it see it. For Services with a class, and when the controller does not own class-less
+// Services, this finalizer belongs to another controller and is never touched.
+const StockFinalizer = "service.kubernetes.io/load-balancer-cleanup"
+
+// finalizerFor is the finalizer the controller puts on svc when it owns it.
+func (o Ownership) finalizerFor(svc *corev1.Service) string {
+	if svc.Spec.LoadBalancerClass == nil && o.Classless != "" {
+		return StockFinalizer
+	}
+	return Finalizer
+}
+
+// holdsFinalizer tells whether svc carries a finalizer of this controller: its own, or the
+// stock one on a class-less Service when it owns class-less Services.
+func (o Ownership) holdsFinalizer(svc *corev1.Service) bool {
+	return controllerutil.ContainsFinalizer(svc, Finalizer) ||
+		(svc.Spec.LoadBalancerClass == nil && o.Classless != "" && controllerutil.ContainsFinalizer(svc, StockFinalizer))
+}
+
+// setFinalizer makes svc carry the controller's finalizer for it; a class-less Service from
+// before StockFinalizer was used for them trades Finalizer for it. It reports whether anything
+// changed.
+func (o Ownership) setFinalizer(svc *corev1.Service) bool {
+	want := o.finalizerFor(svc)
+	changed := controllerutil.AddFinalizer(svc, want)
+	if want == StockFinalizer {
+		changed = controllerutil.RemoveFinalizer(svc, Finalizer) || changed
+	}
+	return changed
+}
 
 // Ownership decides which Services the controller owns and which provider serves each.
 type Ownership struct {
@@ -109,7 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	providerName, owned := r.opts.Ownership.ProviderFor(svc)
 	if !owned || svc.DeletionTimestamp != nil {
-		if controllerutil.ContainsFinalizer(svc, Finalizer) {
+		if r.opts.Ownership.holdsFinalizer(svc) {
 			return ctrl.Result{}, r.cleanup(ctx, svc, providerName)
 		}
 		return ctrl.Result{}, nil
@@ -141,9 +177,7 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 	}
 
 	// The finalizer goes on before any provider call.
-	if !controllerutil.ContainsFinalizer(svc, Finalizer) {
-		orig := svc.DeepCopy()
-		controllerutil.AddFinalizer(svc, Finalizer)
+	if orig := svc.DeepCopy(); r.opts.Ownership.setFinalizer(svc) {
 		if err := r.client.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
@@ -265,6 +299,9 @@ func (r *Reconciler) cleanup(ctx context.Context, svc *corev1.Service, providerN
 	}
 	orig = svc.DeepCopy()
 	controllerutil.RemoveFinalizer(svc, Finalizer)
+	if svc.Spec.LoadBalancerClass == nil && r.opts.Ownership.Classless != "" {
+		controllerutil.RemoveFinalizer(svc, StockFinalizer)
+	}
 	if err := r.client.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removing finalizer: %w", err)
 	}

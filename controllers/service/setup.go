@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -35,7 +34,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			return false
 		}
 		_, owned := r.opts.Ownership.ProviderFor(svc)
-		return owned || controllerutil.ContainsFinalizer(svc, Finalizer)
+		return owned || r.opts.Ownership.holdsFinalizer(svc)
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).

@@ -118,15 +118,21 @@ func TestOtherClassesUntouched(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	other := e.lbService("other", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/someone-else") })
 	e.create(other)
-	classless := e.lbService("classless", func(s *corev1.Service) { s.Spec.LoadBalancerClass = nil })
+	// A class-less Service another controller (the stock one) holds with its finalizer.
+	classless := e.lbService("classless", func(s *corev1.Service) {
+		s.Spec.LoadBalancerClass = nil
+		s.Finalizers = []string{service.StockFinalizer}
+	})
 	e.create(classless)
+	t.Cleanup(func() { e.update("classless", func(s *corev1.Service) { s.Finalizers = nil }) })
 	// A Service created afterwards and provisioned shows the controller has processed the queue.
 	e.create(e.lbService("mine"))
 	e.waitIngress("mine")
 	time.Sleep(2 * time.Second)
 	for _, name := range []string{"other", "classless"} {
 		s := e.get(name)
-		if len(s.Finalizers) != 0 || len(s.Status.LoadBalancer.Ingress) != 0 || len(s.Status.Conditions) != 0 {
+		want := map[string][]string{"classless": {service.StockFinalizer}}[name]
+		if !slices.Equal(s.Finalizers, want) || len(s.Status.LoadBalancer.Ingress) != 0 || len(s.Status.Conditions) != 0 {
 			t.Errorf("%s was touched: finalizers=%v status=%+v", name, s.Finalizers, s.Status)
 		}
 		if ev := e.events(name); len(ev) != 0 {
@@ -135,6 +141,39 @@ func TestOtherClassesUntouched(t *testing.T) {
 	}
 	if n := len(e.prov.Refs()); n != 1 {
 		t.Errorf("provider holds %d load balancers, want 1", n)
+	}
+}
+
+// TestClasslessStockFinalizer: owning class-less Services, the controller is their load-balancer
+// controller in place of the stock one and uses the stock finalizer: it adopts the one a Service
+// from the stock controller carries, trades Portico's own for it on a Service from an older
+// Portico, and removes it once the load balancer is deleted, so no deletion hangs.
+func TestClasslessStockFinalizer(t *testing.T) {
+	e := newEnv(t, envOptions{classless: true})
+	classless := func(finalizers ...string) func(*corev1.Service) {
+		return func(s *corev1.Service) { s.Spec.LoadBalancerClass, s.Finalizers = nil, finalizers }
+	}
+	names := map[string][]string{"fresh": nil, "from-stock": {service.StockFinalizer}, "from-portico": {service.Finalizer}}
+	for name, finalizers := range names {
+		e.create(e.lbService(name, classless(finalizers...)))
+	}
+	for name := range names {
+		e.waitIngress(name)
+		e.eventually(name+" to carry the stock finalizer alone", func() (bool, error) {
+			return slices.Equal(e.get(name).Finalizers, []string{service.StockFinalizer}), nil
+		})
+	}
+	for name := range names {
+		e.svcs().Delete(name)
+	}
+	for name := range names {
+		e.svcs().WaitGone(name)
+	}
+	// (A class-less controller owns class-less Services in every namespace: count this test's.)
+	for _, ref := range e.prov.Refs() {
+		if ref.Namespace == e.ns {
+			t.Errorf("provider still holds %v after the deletions", ref)
+		}
 	}
 }
 
