@@ -61,5 +61,5 @@ DEMO ?= baremetal
 demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator
 	$(GO) run ./e2e/tools/demo -provider=$(DEMO)
 
-clean-lab: ## remove network-lab namespaces and links left by an interrupted test run
+clean-lab: ## remove network labs and kubelet-node leftovers (containers, shims, cgroups, state) of an interrupted test run
 	$(GO) run ./e2e/tools/netlab-sweep

@@ -29,6 +29,8 @@ type Binaries struct {
 	KubeAPIServer         string
 	KubeControllerManager string
 	KubeProxy             string
+	KubeScheduler         string
+	Kubelet               string
 }
 
 // Dir returns the directory holding the kube-apiserver binary; it is the directory
@@ -78,6 +80,8 @@ func kubernetes() component {
 			"kube-apiserver":          "k8s.io/kubernetes/cmd/kube-apiserver",
 			"kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
 			"kube-proxy":              "k8s.io/kubernetes/cmd/kube-proxy",
+			"kube-scheduler":          "k8s.io/kubernetes/cmd/kube-scheduler",
+			"kubelet":                 "k8s.io/kubernetes/cmd/kubelet",
 		},
 		ldflags: ld,
 	}
@@ -108,6 +112,8 @@ func Ensure(ctx context.Context, opts Options) (Binaries, error) {
 		KubeAPIServer:         filepath.Join(binDir, "kube-apiserver"),
 		KubeControllerManager: filepath.Join(binDir, "kube-controller-manager"),
 		KubeProxy:             filepath.Join(binDir, "kube-proxy"),
+		KubeScheduler:         filepath.Join(binDir, "kube-scheduler"),
+		Kubelet:               filepath.Join(binDir, "kubelet"),
 	}
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return Binaries{}, fmt.Errorf("creating cache directory: %w", err)
