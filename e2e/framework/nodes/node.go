@@ -41,7 +41,9 @@ type Node struct {
 }
 
 // ContainerdSocket is the node's containerd socket, reachable from this namespace too.
-func (n *Node) ContainerdSocket() string { return filepath.Join(n.Dir, "containerd", "containerd.sock") }
+func (n *Node) ContainerdSocket() string {
+	return filepath.Join(n.Dir, "containerd", "containerd.sock")
+}
 
 func (n *Node) logPath(name string) string { return filepath.Join(n.Dir, name+".log") }
 
