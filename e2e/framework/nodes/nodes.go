@@ -150,6 +150,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		tokens = append(tokens, cluster.Token{Token: n.token, User: "system:node:" + n.Name, Groups: []string{"system:nodes"}})
 		c.Nodes = append(c.Nodes, n)
 	}
+	if err := c.addRoutes(); err != nil {
+		return err
+	}
 	cpDir := filepath.Join(c.Dir, "control-plane")
 	if err := os.Mkdir(cpDir, 0o755); err != nil {
 		return err
