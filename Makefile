@@ -32,7 +32,7 @@ build: ## build every binary into ./bin, stamped with the version git describe g
 generate: ## regenerate deepcopy code and CRD manifests (deploy/crds) from api/
 	$(GO) run $(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=deploy/crds
 
-tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet and etcd
+tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet, etcd and CoreDNS
 	$(GO) run ./e2e/tools/k8sbin
 
 test: prereqs lint tools test-unit test-e2e ## everything CI runs

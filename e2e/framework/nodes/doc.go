@@ -23,12 +23,14 @@
 //     and the Service CIDR via the root address in each node; the lab already routes every
 //     node's pod CIDR via that node in the other nodes;
 //   - images, built here with go-containerregistry from static Go programs and imported into
-//     each node's containerd with `ctr images import`: the pause image (e2e/tools/pause) and the
-//     echo server (e2e/tools/echoserver, Cluster.EchoImage). Pods must use ImagePullPolicy
-//     Never or IfNotPresent: nothing can be pulled.
+//     each node's containerd with `ctr images import`: the pause image (e2e/tools/pause), the
+//     echo server (e2e/tools/echoserver, Cluster.EchoImage) and, with Options.DNS, CoreDNS.
+//     Pods must use ImagePullPolicy Never or IfNotPresent: nothing can be pulled;
+//   - with Options.DNS, CoreDNS as a Deployment in kube-system behind the kube-dns Service
+//     (DNSServiceIP, the kubelets' clusterDNS), reaching the apiserver at its real address.
 //
-// Not there (yet): kube-proxy or any service proxy (ClusterIPs do not work until Portico's
-// agent runs as one), cluster DNS (CoreDNS), port-forward checks.
+// Not there: kube-proxy or any service proxy, so ClusterIPs (kube-dns's too) lead nowhere until
+// Portico's agent runs as one; ask CoreDNS at its pod IP (Cluster.DNSPod) meanwhile.
 //
 // # Ownership and cleanup
 //

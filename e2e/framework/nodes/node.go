@@ -267,7 +267,7 @@ func (n *Node) writeKubeletConfig(c *Cluster) error {
 		},
 		Authorization: kubeletconfig.KubeletAuthorization{Mode: kubeletconfig.KubeletAuthorizationModeWebhook},
 		PodLogsDir:    filepath.Join(n.Dir, "pods"),
-		ClusterDomain: "cluster.local",
+		ClusterDomain: DNSDomain,
 		FailSwapOn:    ptr.To(false),
 		OOMScoreAdj:   ptr.To[int32](0),
 		// Images are imported, never pulled: garbage collection must never remove them.
@@ -281,6 +281,9 @@ func (n *Node) writeKubeletConfig(c *Cluster) error {
 			"imagefs.available": "1%",
 		},
 		ResolverConfig: ptr.To("/etc/resolv.conf"),
+	}
+	if c.dnsImage.Ref != "" {
+		cfg.ClusterDNS = []string{DNSServiceIP.String()}
 	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -33,6 +33,9 @@ const dirPrefix = "portico-nodes-"
 type Options struct {
 	// Nodes is the number of kubelet nodes (1..12); zero means 3.
 	Nodes int
+	// DNS runs CoreDNS (built by k8sbin.EnsureCoreDNS) as the kube-dns Service at
+	// DNSServiceIP, the kubelets' clusterDNS.
+	DNS bool
 	// Logf receives progress lines; New defaults it to t.Logf, Start discards them.
 	Logf func(format string, args ...any)
 }
@@ -51,14 +54,16 @@ type Cluster struct {
 	// EchoImage is the image of e2e/tools/echoserver, imported on every node (pull policy
 	// IfNotPresent or Never: nothing can be pulled).
 	EchoImage string
-	// Started is how long Start took, from nothing to every node Ready.
+	// Started is how long Start took, from nothing to every node Ready (and CoreDNS Ready,
+	// with Options.DNS).
 	Started time.Duration
 
-	logf   func(string, ...any)
-	bins   k8sbin.Binaries
-	pki    kubeletClientPKI
-	pause  Image
-	images []Image
+	logf     func(string, ...any)
+	bins     k8sbin.Binaries
+	pki      kubeletClientPKI
+	pause    Image
+	dnsImage Image
+	images   []Image
 
 	closeOnce sync.Once
 	closeErr  error
@@ -132,7 +137,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if c.bins, err = k8sbin.Ensure(ctx, k8sbin.Options{Log: c.logf}); err != nil {
 		return fmt.Errorf("building kubernetes binaries: %w", err)
 	}
-	if err := c.buildImages(ctx); err != nil {
+	if err := c.buildImages(ctx, opts.DNS); err != nil {
 		return err
 	}
 	if c.Lab, err = netlab.NewE(netlab.Options{Nodes: opts.Nodes, RootLink: true, Logf: c.logf}); err != nil {
@@ -192,12 +197,18 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return c.waitReady(ctx)
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	if opts.DNS {
+		return c.deployDNS(ctx)
+	}
+	return nil
 }
 
 // buildImages builds the pause program and the echo server statically and makes an image of
 // each.
-func (c *Cluster) buildImages(ctx context.Context) error {
+func (c *Cluster) buildImages(ctx context.Context, dns bool) error {
 	moduleDir, err := moduleRoot(ctx)
 	if err != nil {
 		return err
@@ -218,6 +229,17 @@ func (c *Cluster) buildImages(ctx context.Context) error {
 		c.images = append(c.images, img)
 	}
 	c.pause, c.EchoImage = c.images[0], c.images[1].Ref
+	if !dns {
+		return nil
+	}
+	bin, err := k8sbin.EnsureCoreDNS(ctx, k8sbin.Options{Log: c.logf})
+	if err != nil {
+		return fmt.Errorf("building CoreDNS: %w", err)
+	}
+	if c.dnsImage, err = binaryImage(bin, dir); err != nil {
+		return err
+	}
+	c.images = append(c.images, c.dnsImage)
 	return nil
 }
 

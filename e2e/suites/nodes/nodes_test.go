@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -29,7 +30,7 @@ const echoPort = 8080
 // TestCluster: three kubelet nodes come up Ready, echo pods run as real containers on every
 // node and answer the other nodes by pod IP, exec and logs work, and Close leaves nothing.
 func TestCluster(t *testing.T) {
-	c := nodes.New(t, nodes.Options{Nodes: 3})
+	c := nodes.New(t, nodes.Options{Nodes: 3, DNS: true})
 	cs := c.Client()
 	ctx := t.Context()
 	t.Logf("cluster of %d nodes started in %s", len(c.Nodes), c.Started.Round(time.Millisecond))
@@ -104,6 +105,48 @@ func TestCluster(t *testing.T) {
 		}
 	}
 
+	// CoreDNS (a pod reaching the apiserver through the root routes) serves the cluster's
+	// names; asked here at its pod IP, as no service proxy runs yet.
+	svc, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app": "echo"},
+			Ports:    []corev1.ServicePort{{Port: echoPort, TargetPort: intstr.FromInt32(echoPort)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubernetesSvc, err := cs.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dnsPod, err := c.DNSPod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := c.Nodes[0]
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		if strings.HasPrefix(network, "tcp") {
+			return from.Lab.DialTCP(ctx, netip.AddrPortFrom(dnsPod, 53))
+		}
+		return from.Lab.DialUDP(ctx, netip.AddrPortFrom(dnsPod, 53))
+	}}
+	for name, want := range map[string]string{
+		"echo.default.svc." + nodes.DNSDomain + ".":         svc.Spec.ClusterIP,
+		"kubernetes.default.svc." + nodes.DNSDomain + ".":   kubernetesSvc.Spec.ClusterIP,
+		"kube-dns.kube-system.svc." + nodes.DNSDomain + ".": nodes.DNSServiceIP.String(),
+	} {
+		var got []string
+		wait.For(t, 30*time.Second, "CoreDNS to answer "+name, func() error {
+			got, err = resolver.LookupHost(ctx, name)
+			return err
+		})
+		if !slices.Equal(got, []string{want}) {
+			t.Errorf("CoreDNS at %s answers %s with %v, want [%s]", dnsPod, name, got, want)
+		}
+	}
+
 	// Logs and exec go from the apiserver to the kubelet (its client certificate) and on to
 	// containerd's stream server inside the node.
 	pod := pods[0]
@@ -128,7 +171,7 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("resident memory of the whole cluster (control plane, 3 nodes, 3 pods): %d MiB", rss>>20)
+	t.Logf("resident memory of the whole cluster (control plane, 3 nodes, CoreDNS, 3 echo pods): %d MiB", rss>>20)
 
 	labID := c.Lab.ID()
 	stopped := time.Now()
