@@ -133,6 +133,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 func (c *Cluster) start(ctx context.Context, opts Options) error {
+	begin := time.Now()
+	step := func(what string) { c.logf("nodes: %s after %s", what, time.Since(begin).Round(time.Millisecond)) }
 	var err error
 	if c.bins, err = k8sbin.Ensure(ctx, k8sbin.Options{Log: c.logf}); err != nil {
 		return fmt.Errorf("building kubernetes binaries: %w", err)
@@ -140,6 +142,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := c.buildImages(ctx, opts.DNS); err != nil {
 		return err
 	}
+	step("binaries and images ready")
 	if c.Lab, err = netlab.NewE(netlab.Options{Nodes: opts.Nodes, RootLink: true, Logf: c.logf}); err != nil {
 		return err
 	}
@@ -181,6 +184,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("starting control plane: %w", err)
 	}
+	step("control plane ready")
 	if err := makeCgroup(filepath.Base(c.Dir)); err != nil {
 		return err
 	}
@@ -197,11 +201,16 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	step("containerds and kubelets started")
 	if err := c.waitReady(ctx); err != nil {
 		return err
 	}
+	step("every node Ready")
 	if opts.DNS {
-		return c.deployDNS(ctx)
+		if err := c.deployDNS(ctx); err != nil {
+			return err
+		}
+		step("CoreDNS Ready")
 	}
 	return nil
 }
