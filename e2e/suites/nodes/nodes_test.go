@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/exec"
 	"k8s.io/utils/ptr"
 
+	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 )
@@ -157,10 +158,23 @@ func TestCluster(t *testing.T) {
 	if !strings.Contains(string(logs), "ready") {
 		t.Errorf("logs of %s = %q, want the echo server's \"ready\"", pod.Name, logs)
 	}
-	stdout, stderr, err := execIn(ctx, c, pod, "/echoserver", "-h")
-	if err != nil || !strings.Contains(stderr, "-tcp") {
-		t.Errorf("exec /echoserver -h in %s: err %v, stdout %q, stderr %q; want its usage on stderr", pod.Name, err, stdout, stderr)
+	// exec in a pod on one node dials a pod on another: pod to pod across nodes, by pod IP,
+	// the client's pod IP kept.
+	target := pods[1]
+	stdout, stderr, err := execIn(ctx, c, pod, "/echoserver", "-dial", netip.AddrPortFrom(netip.MustParseAddr(target.Status.PodIP), echoPort).String())
+	if err != nil {
+		t.Fatalf("exec /echoserver -dial in %s: %v (stderr %q)", pod.Name, err, stderr)
 	}
+	reply, err := netlab.ParseReply(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.Server != target.Name || reply.Client.Addr().String() != pod.Status.PodIP {
+		t.Errorf("pod %s (%s on %s) dialled pod %s (%s on %s): reply from %q seeing client %s, want %q seeing %s",
+			pod.Name, pod.Status.PodIP, pod.Spec.NodeName, target.Name, target.Status.PodIP, target.Spec.NodeName,
+			reply.Server, reply.Client, target.Name, pod.Status.PodIP)
+	}
+	// A failing command's exit status comes back through the stream.
 	_, stderr, err = execIn(ctx, c, pod, "/echoserver")
 	var exitErr exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 1 || !strings.Contains(stderr, "no ports") {
