@@ -8,6 +8,7 @@ package nodes
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -72,9 +73,12 @@ func binaryImage(bin, dir string) (Image, error) {
 	if err := tw.Close(); err != nil {
 		return Image{}, err
 	}
+	// Stored, not compressed: the archive only travels to local containerds, and each of
+	// them unpacks it at every start (gzip at the default level made importing CoreDNS the
+	// slowest step of a cluster's start on a loaded machine).
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil
-	})
+	}, tarball.WithCompressionLevel(gzip.NoCompression))
 	if err != nil {
 		return Image{}, fmt.Errorf("making layer of %s: %w", base, err)
 	}

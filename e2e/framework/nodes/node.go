@@ -94,6 +94,10 @@ exec sleep infinity`
 
 // start brings the node up: directories, holder, containerd with the images, kubelet.
 func (n *Node) start(ctx context.Context, c *Cluster) error {
+	begin := time.Now()
+	step := func(what string) {
+		c.logf("nodes: %s: %s after %s", n.Name, what, time.Since(begin).Round(time.Millisecond))
+	}
 	for _, d := range []string{"var-lib", "var-log", "run", "containerd", "cni", "kubelet", "pki", "pods"} {
 		if err := os.MkdirAll(filepath.Join(n.Dir, d), 0o755); err != nil {
 			return fmt.Errorf("creating node directory: %w", err)
@@ -113,6 +117,7 @@ func (n *Node) start(ctx context.Context, c *Cluster) error {
 	if err := waitLog(ctx, n.holder, "ready", 20*time.Second); err != nil {
 		return err
 	}
+	step("namespaces ready")
 	if err := n.writeContainerdConfig(c); err != nil {
 		return err
 	}
@@ -131,12 +136,14 @@ func (n *Node) start(ctx context.Context, c *Cluster) error {
 	if err != nil {
 		return err
 	}
+	step("containerd ready")
 	for _, img := range c.images {
 		out, err := process.Run(ctx, "ctr", "--address", n.ContainerdSocket(), "--namespace", "k8s.io", "images", "import", img.Archive)
 		if err != nil {
 			return fmt.Errorf("importing %s on %s: %w: %s", img.Ref, n.Name, err, out)
 		}
 	}
+	step("images imported")
 	if err := n.writeKubeletConfig(c); err != nil {
 		return err
 	}

@@ -139,10 +139,11 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if c.bins, err = k8sbin.Ensure(ctx, k8sbin.Options{Log: c.logf}); err != nil {
 		return fmt.Errorf("building kubernetes binaries: %w", err)
 	}
-	if err := c.buildImages(ctx, opts.DNS); err != nil {
-		return err
-	}
-	step("binaries and images ready")
+	// The images build while the lab and the control plane start.
+	var images sync.WaitGroup
+	var imagesErr error
+	images.Go(func() { imagesErr = c.buildImages(ctx, opts.DNS) })
+	defer images.Wait() // an early return must not leave the build writing into Dir
 	if c.Lab, err = netlab.NewE(netlab.Options{Nodes: opts.Nodes, RootLink: true, Logf: c.logf}); err != nil {
 		return err
 	}
@@ -185,6 +186,10 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return fmt.Errorf("starting control plane: %w", err)
 	}
 	step("control plane ready")
+	if images.Wait(); imagesErr != nil {
+		return imagesErr
+	}
+	step("images built")
 	if err := makeCgroup(filepath.Base(c.Dir)); err != nil {
 		return err
 	}
