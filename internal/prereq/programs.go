@@ -67,9 +67,9 @@ var Programs = []Program{
 	{Name: "apt-get", Source: Debian, Package: "apt", Base: true, Found: onPath,
 		RunBy: "make prereqs (e2e/tools/prereqs) installs the packages of this list"},
 	{Name: "sh", Source: Debian, Package: "dash", Base: true, Found: onPath,
-		RunBy: "e2e/framework/netlab's tests (a stray process to sweep)"},
+		RunBy: "e2e/framework/netlab's tests (a stray process to sweep); e2e/framework/nodes starts each node's holder, containerd and kubelet through sh -c (joining the node's cgroups first)"},
 	{Name: "sleep", Source: Debian, Package: "coreutils", Base: true, Found: onPath,
-		RunBy: "e2e/framework/netlab and e2e/framework/moto tests (a process to kill)"},
+		RunBy: "e2e/framework/netlab and e2e/framework/moto tests (a process to kill); e2e/framework/nodes' holder waits with sleep infinity"},
 	{Name: "true", Source: Debian, Package: "coreutils", Base: true, Found: onPath,
 		RunBy: "e2e/framework/cluster, e2e/framework/netlab and e2e/framework/moto tests (a process that has exited)"},
 

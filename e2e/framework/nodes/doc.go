@@ -18,7 +18,9 @@
 //     portmap on the lab's pod CIDR of the node) and kubelet (built from the module proxy by
 //     e2e/framework/k8sbin) entered into the three namespaces with nsenter; all three and every
 //     container inside the cgroup <state dir name>/nodeI of every hierarchy (kubelet's
-//     cgroupRoot, cgroupfs driver; these machines run cgroup v1);
+//     cgroupRoot, cgroupfs driver; checked on cgroup v1 with the unified hierarchy beside it,
+//     as these machines run; a cgroup v2-only host would need controllers enabled in each
+//     level's cgroup.subtree_control, which this package does not do);
 //   - routes: each node's pod CIDR via the node in this namespace (pods reach the apiserver)
 //     and the Service CIDR via the root address in each node; the lab already routes every
 //     node's pod CIDR via that node in the other nodes;
