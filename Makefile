@@ -32,7 +32,7 @@ build: ## build every binary into ./bin, stamped with the version git describe g
 generate: ## regenerate deepcopy code and CRD manifests (deploy/crds) from api/
 	$(GO) run $(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=deploy/crds
 
-tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, kube-proxy and etcd
+tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet, etcd and CoreDNS
 	$(GO) run ./e2e/tools/k8sbin
 
 test: prereqs lint tools test-unit test-e2e ## everything CI runs
@@ -61,5 +61,5 @@ DEMO ?= baremetal
 demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator
 	$(GO) run ./e2e/tools/demo -provider=$(DEMO)
 
-clean-lab: ## remove network-lab namespaces and links left by an interrupted test run
+clean-lab: ## remove network labs and kubelet-node leftovers (containers, shims, cgroups, state) of an interrupted test run
 	$(GO) run ./e2e/tools/netlab-sweep

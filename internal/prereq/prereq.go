@@ -31,7 +31,7 @@ type Package struct {
 	// Name is the Debian package name.
 	Name string
 	// Commands are the commands of the package that are run; the package counts as installed
-	// when all are found. Empty for python3-venv, which MotoPython checks.
+	// when all are found (on PATH, or at the path when a command is an absolute path). Empty for python3-venv, which MotoPython checks.
 	Commands []string
 	// Privileged is set when only tests that run as root use the package, so that
 	// PORTICO_SKIP_PRIVILEGED lets them be skipped without it.
@@ -56,6 +56,11 @@ var (
 	IPUtilsArping = debianPackage("iputils-arping")
 	// Procps is sysctl, which sets a lab router's forwarding and ECMP hash.
 	Procps = debianPackage("procps")
+	// Containerd, Runc and CNIPlugins run the containers of the kubelet nodes
+	// (e2e/framework/nodes).
+	Containerd = debianPackage("containerd")
+	Runc       = debianPackage("runc")
+	CNIPlugins = debianPackage("containernetworking-plugins")
 	// Python3Venv lets Debian's python3 create the virtual environment moto is installed into.
 	Python3Venv = debianPackage("python3-venv")
 )
@@ -114,6 +119,13 @@ func (m Machine) Check(root bool, pkgs ...Package) error {
 	for _, p := range pkgs {
 		installed := true
 		for _, c := range p.Commands {
+			if filepath.IsAbs(c) {
+				if !m.IsExecutable(c) {
+					installed = false
+					miss.Commands = append(miss.Commands, c)
+				}
+				continue
+			}
 			if _, err := m.LookPath(c); err == nil {
 				continue
 			}

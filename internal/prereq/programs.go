@@ -35,6 +35,9 @@ type Program struct {
 	// NotScanned says why TestProgramsListed cannot see the code run it by this name (run
 	// outside Go, or by a path the code computes); empty when it can.
 	NotScanned string
+	// Path is where a Debian program is found when it is not on PATH (the CNI plugins, which
+	// containerd runs from /usr/lib/cni); the package check looks there.
+	Path string
 }
 
 // onPath is how most programs are found. Root's tests need /usr/sbin on PATH; Check says so.
@@ -64,9 +67,9 @@ var Programs = []Program{
 	{Name: "apt-get", Source: Debian, Package: "apt", Base: true, Found: onPath,
 		RunBy: "make prereqs (e2e/tools/prereqs) installs the packages of this list"},
 	{Name: "sh", Source: Debian, Package: "dash", Base: true, Found: onPath,
-		RunBy: "e2e/framework/netlab's tests (a stray process to sweep)"},
+		RunBy: "e2e/framework/netlab's tests (a stray process to sweep); e2e/framework/nodes starts each node's holder, containerd and kubelet through sh -c (joining the node's cgroups first)"},
 	{Name: "sleep", Source: Debian, Package: "coreutils", Base: true, Found: onPath,
-		RunBy: "e2e/framework/netlab and e2e/framework/moto tests (a process to kill)"},
+		RunBy: "e2e/framework/netlab and e2e/framework/moto tests (a process to kill); e2e/framework/nodes' holder waits with sleep infinity"},
 	{Name: "true", Source: Debian, Package: "coreutils", Base: true, Found: onPath,
 		RunBy: "e2e/framework/cluster, e2e/framework/netlab and e2e/framework/moto tests (a process that has exited)"},
 
@@ -110,6 +113,45 @@ var Programs = []Program{
 	{Name: "python3", Source: Debian, Package: "python3-venv",
 		Found: "MotoPython: /usr/bin/python3, else python3 on PATH, that can import venv and ensurepip",
 		RunBy: "make prereqs creates moto's virtual environment; e2e/framework/moto asks the venv's python for moto's version"},
+
+	// The clusters of real kubelets (e2e/framework/nodes, e2e/suites/nodes).
+	{Name: "containerd", Source: Debian, Package: "containerd", Privileged: true, Found: onPath,
+		RunBy:      "e2e/framework/nodes: each node's container runtime, entered into the node's namespaces by nsenter",
+		NotScanned: "run by nsenter, an argument of sh -c (e2e/framework/nodes' startInCgroup)"},
+	{Name: "ctr", Source: Debian, Package: "containerd", Privileged: true, Found: onPath,
+		RunBy: "e2e/framework/nodes imports the image archives into each node's containerd (ctr images import)"},
+	{Name: "runc", Source: Debian, Package: "runc", Privileged: true, Found: "by containerd's runc shim, on PATH",
+		RunBy: "containerd runs every container with it", NotScanned: "run by containerd, not by Go code"},
+	{Name: "ptp", Source: Debian, Package: "containernetworking-plugins", Privileged: true, Path: "/usr/lib/cni/ptp",
+		Found: "by containerd in /usr/lib/cni (its CNI bin_dir)", RunBy: "containerd wires each pod to its node (a veth, a /32 route)",
+		NotScanned: "run by containerd, not by Go code"},
+	{Name: "host-local", Source: Debian, Package: "containernetworking-plugins", Privileged: true, Path: "/usr/lib/cni/host-local",
+		Found: "by containerd in /usr/lib/cni (its CNI bin_dir)", RunBy: "the ptp plugin takes pod IPs from the node's pod CIDR with it",
+		NotScanned: "run by containerd, not by Go code"},
+	{Name: "portmap", Source: Debian, Package: "containernetworking-plugins", Privileged: true, Path: "/usr/lib/cni/portmap",
+		Found: "by containerd in /usr/lib/cni (its CNI bin_dir)", RunBy: "containerd maps hostPorts with it",
+		NotScanned: "run by containerd, not by Go code"},
+	{Name: "nsenter", Source: Debian, Package: "util-linux", Base: true, Found: onPath,
+		RunBy:      "e2e/framework/nodes enters containerd and kubelet into a node's network, mount and UTS namespaces",
+		NotScanned: "an argument of sh -c (e2e/framework/nodes' startInCgroup)"},
+	{Name: "unshare", Source: Debian, Package: "util-linux", Base: true, Found: onPath,
+		RunBy:      "e2e/framework/nodes makes each node's mount and UTS namespaces (the holder process)",
+		NotScanned: "an argument of sh -c (e2e/framework/nodes' startInCgroup)"},
+	{Name: "mount", Source: Debian, Package: "mount", Base: true, Found: onPath,
+		RunBy:      "e2e/framework/nodes' holder mounts the node's directories over /var/lib, /var/log and /run",
+		NotScanned: "run by a shell script (e2e/framework/nodes' holderScript)"},
+	{Name: "umount", Source: Debian, Package: "mount", Base: true, Found: onPath,
+		RunBy:      "e2e/framework/nodes' holder drops its copies of the machine's /run/netns mounts",
+		NotScanned: "run by a shell script (e2e/framework/nodes' holderScript)"},
+	{Name: "hostname", Source: Debian, Package: "hostname", Base: true, Found: onPath,
+		RunBy:      "e2e/framework/nodes' holder sets the node's hostname in its UTS namespace",
+		NotScanned: "run by a shell script (e2e/framework/nodes' holderScript)"},
+	{Name: "kubelet", Source: Built, Found: "make tools (e2e/framework/k8sbin) builds it into <cache>/bin",
+		RunBy: "e2e/framework/nodes: each node's kubelet", NotScanned: "run by the path e2e/framework/k8sbin returns, through nsenter"},
+	{Name: "kube-scheduler", Source: Built, Found: "make tools (e2e/framework/k8sbin) builds it into <cache>/bin",
+		RunBy: "e2e/framework/cluster's control plane (Options.Scheduler, for e2e/framework/nodes)", NotScanned: "run by the path e2e/framework/k8sbin returns"},
+	{Name: "pause", Source: Built, Found: "e2e/framework/nodes builds e2e/tools/pause statically into its pause image",
+		RunBy: "containerd: every pod's sandbox process on the kubelet nodes", NotScanned: "run by containerd inside a container"},
 
 	// Built by the project, or installed by make prereqs from PyPI.
 	{Name: "moto_server", Source: Built, Found: "MotoServerPath: $PORTICO_MOTO_SERVER, else <cache>/moto-<version>/bin/moto_server",
@@ -159,7 +201,10 @@ func debianPackage(name string) Package {
 			continue
 		}
 		p.Privileged = p.Privileged && prog.Privileged
-		if prog.Name != "python3" {
+		switch {
+		case prog.Path != "":
+			p.Commands = append(p.Commands, prog.Path)
+		case prog.Name != "python3":
 			p.Commands = append(p.Commands, prog.Name)
 		}
 	}

@@ -63,6 +63,23 @@ type Options struct {
 	// default family of new Services; nil means ServiceCIDR only. []string{ServiceCIDR,
 	// ServiceCIDR6} makes a dual-stack cluster.
 	ServiceCIDRs []string
+	// Tokens are bearer tokens the apiserver accepts besides the admin's, e.g. one per kubelet
+	// (user system:node:NAME in group system:nodes).
+	Tokens []Token
+	// APIServerArgs are extra kube-apiserver flags, appended after the defaults.
+	APIServerArgs []string
+	// NodeAuthorizer authorizes with Node,RBAC and admits with NodeRestriction, as a cluster
+	// with real kubelets runs (the default is RBAC alone).
+	NodeAuthorizer bool
+	// Scheduler also starts kube-scheduler.
+	Scheduler bool
+}
+
+// Token is one line of the apiserver's token file.
+type Token struct {
+	Token  string
+	User   string
+	Groups []string
 }
 
 // Cluster is a running etcd + kube-apiserver (+ kube-controller-manager).
@@ -135,7 +152,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}()
 
 	hosts := []net.IP{net.ParseIP("127.0.0.1"), opts.BindAddress.AsSlice()}
-	if c.creds, err = writeCredentials(c.dir, hosts); err != nil {
+	if c.creds, err = writeCredentials(c.dir, hosts, opts.Tokens); err != nil {
 		return nil, fmt.Errorf("writing credentials: %w", err)
 	}
 	etcdURL, err := c.startEtcd(ctx, bins.Etcd)
@@ -146,11 +163,17 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if len(serviceCIDRs) == 0 {
 		serviceCIDRs = []string{ServiceCIDR}
 	}
-	if err := c.startAPIServer(ctx, bins.KubeAPIServer, etcdURL, opts.BindAddress, serviceCIDRs); err != nil {
+	if err := c.startAPIServer(ctx, bins.KubeAPIServer, etcdURL, opts, serviceCIDRs); err != nil {
 		return nil, err
 	}
 	if len(opts.Controllers) > 0 {
 		if err := c.startControllerManager(ctx, bins.KubeControllerManager, opts.Controllers); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Scheduler {
+		if _, err := c.start("kube-scheduler", bins.KubeScheduler,
+			"--kubeconfig="+c.kubeconfg, "--leader-elect=false", "--secure-port=0", "--v=0"); err != nil {
 			return nil, err
 		}
 	}
@@ -195,30 +218,36 @@ func (c *Cluster) startEtcd(ctx context.Context, bin string) (string, error) {
 	return client, nil
 }
 
-func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, bind netip.Addr, serviceCIDRs []string) error {
+func (c *Cluster) startAPIServer(ctx context.Context, bin, etcdURL string, opts Options, serviceCIDRs []string) error {
+	bind := opts.BindAddress
+	authz := []string{"--authorization-mode=RBAC"}
+	if opts.NodeAuthorizer {
+		authz = []string{"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"}
+	}
 	free, err := ports.FreeOn(bind, 1)
 	if err != nil {
 		return err
 	}
 	c.host = "https://" + netip.AddrPortFrom(bind, uint16(free[0])).String()
-	p, err := c.start("kube-apiserver", bin,
-		"--etcd-servers="+etcdURL,
-		"--bind-address="+bind.String(),
-		"--advertise-address="+bind.String(),
-		"--secure-port="+strconv.Itoa(free[0]),
-		"--tls-cert-file="+c.creds.certFile,
-		"--tls-private-key-file="+c.creds.keyFile,
-		"--token-auth-file="+c.creds.tokenFile,
-		"--authorization-mode=RBAC",
+	args := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=" + bind.String(),
+		"--advertise-address=" + bind.String(),
+		"--secure-port=" + strconv.Itoa(free[0]),
+		"--tls-cert-file=" + c.creds.certFile,
+		"--tls-private-key-file=" + c.creds.keyFile,
+		"--token-auth-file=" + c.creds.tokenFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+c.creds.saPubFile,
-		"--service-account-signing-key-file="+c.creds.saKeyFile,
-		"--service-cluster-ip-range="+strings.Join(serviceCIDRs, ","),
+		"--service-account-key-file=" + c.creds.saPubFile,
+		"--service-account-signing-key-file=" + c.creds.saKeyFile,
+		"--service-cluster-ip-range=" + strings.Join(serviceCIDRs, ","),
 		"--service-node-port-range=30000-32767",
-		"--cert-dir="+filepath.Join(c.dir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(c.dir, "apiserver-certs"),
 		"--enable-priority-and-fairness=false",
 		"--v=0",
-	)
+	}
+	args = append(append(args, authz...), opts.APIServerArgs...)
+	p, err := c.start("kube-apiserver", bin, args...)
 	if err != nil {
 		return err
 	}

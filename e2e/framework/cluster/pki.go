@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -29,7 +30,7 @@ type credentials struct {
 	adminToken string
 }
 
-func writeCredentials(dir string, hosts []net.IP) (*credentials, error) {
+func writeCredentials(dir string, hosts []net.IP, tokens []Token) (*credentials, error) {
 	c := &credentials{
 		certFile:  filepath.Join(dir, "apiserver.crt"),
 		keyFile:   filepath.Join(dir, "apiserver.key"),
@@ -111,8 +112,11 @@ func writeCredentials(dir string, hosts []net.IP) (*credentials, error) {
 		return nil, err
 	}
 	c.adminToken = hex.EncodeToString(tok)
-	line := fmt.Sprintf("%s,portico-admin,portico-admin,\"system:masters\"\n", c.adminToken)
-	if err := os.WriteFile(c.tokenFile, []byte(line), 0o600); err != nil {
+	lines := fmt.Sprintf("%s,portico-admin,portico-admin,\"system:masters\"\n", c.adminToken)
+	for _, t := range tokens {
+		lines += fmt.Sprintf("%s,%s,%s,\"%s\"\n", t.Token, t.User, t.User, strings.Join(t.Groups, ","))
+	}
+	if err := os.WriteFile(c.tokenFile, []byte(lines), 0o600); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -1,6 +1,7 @@
-// Package k8sbin builds the pinned Kubernetes control-plane binaries (kube-apiserver,
-// kube-controller-manager, kube-proxy) and etcd from the Go module proxy into a cache directory
-// outside the repository, and reuses them once built.
+// Package k8sbin builds the pinned Kubernetes binaries (kube-apiserver, kube-controller-manager,
+// kube-scheduler, kube-proxy, and kubelet for e2e/framework/nodes), etcd and CoreDNS
+// (EnsureCoreDNS) from the Go module proxy into a cache directory outside the repository, and
+// reuses them once built.
 //
 // k8s.io/kubernetes and go.etcd.io/etcd/server/v3 cannot be `go install`ed because their go.mod
 // files replace sibling modules with local directories. Ensure writes a small wrapper module per

@@ -6,12 +6,16 @@
 // sends until EOF, so a test can hold a connection open. UDP: it answers every datagram with the
 // same one line. It prints "ready" on stdout once every listener is bound.
 //
+// With -dial ADDR:PORT it is a client instead: it connects over TCP, prints the server's
+// greeting line and exits (status 1 if that fails), e.g. run by exec inside a pod.
+//
 // Listeners bind the wildcard address (dual stack). A UDP reply leaves with the source address
 // the kernel's routing picks, which is the address the datagram was sent to as long as the
 // namespace has a single address (true for pods).
 package main
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,15 +26,23 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func main() {
 	name := flag.String("name", "", "server name written in every reply (default: the hostname)")
 	tcp := flag.String("tcp", "", "comma-separated TCP ports to listen on")
 	udp := flag.String("udp", "", "comma-separated UDP ports to listen on")
+	dial := flag.String("dial", "", "be a client: connect to this TCP address, print the greeting, exit")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("echoserver: ")
+	if *dial != "" {
+		if err := dialOnce(*dial); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 
 	if *name == "" {
 		h, err := os.Hostname()
@@ -83,6 +95,24 @@ func run(name string, tcpPorts, udpPorts []int) error {
 		go func() { errc <- serveUDP(name, c) }()
 	}
 	return <-errc
+}
+
+// dialOnce connects to addr and copies the greeting line to stdout.
+func dialOnce(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("reading the greeting of %s: %w", addr, err)
+	}
+	_, err = io.WriteString(os.Stdout, line)
+	return err
 }
 
 func serveTCP(name string, l net.Listener) error {

@@ -1,5 +1,5 @@
-// Command k8sbin builds (or finds in the cache) the pinned Kubernetes and etcd binaries used by
-// the tests and prints the directory that holds them.
+// Command k8sbin builds (or finds in the cache) the pinned Kubernetes, etcd and CoreDNS binaries
+// used by the tests and prints the directory that holds the Kubernetes ones.
 package main
 
 import (
@@ -20,6 +20,9 @@ func main() {
 	defer stop()
 	bins, err := k8sbin.Ensure(ctx, k8sbin.Options{CacheDir: *cache, Log: func(f string, a ...any) { log.Printf(f, a...) }})
 	if err != nil {
+		log.Fatalf("k8sbin: %v", err)
+	}
+	if _, err := k8sbin.EnsureCoreDNS(ctx, k8sbin.Options{CacheDir: *cache, Log: func(f string, a ...any) { log.Printf(f, a...) }}); err != nil {
 		log.Fatalf("k8sbin: %v", err)
 	}
 	fmt.Println(bins.Dir())

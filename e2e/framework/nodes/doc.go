@@ -1,0 +1,52 @@
+// Package nodes runs a local Kubernetes cluster whose nodes are real kubelets, for the suites
+// that must see Portico as a user installs it (e2e/suites/nodes first). Everything runs on this
+// machine without Docker and without a registry.
+//
+// # Layout
+//
+// A cluster takes a network-lab slot (e2e/framework/netlab) with N node namespaces and the
+// root link, and puts on it:
+//
+//   - the control plane of e2e/framework/cluster on the root link's address: etcd;
+//     kube-apiserver with Node,RBAC authorization and NodeRestriction, one bearer token per
+//     kubelet (user system:node:NAME, group system:nodes), a client certificate for kubelets
+//     (exec, logs), InternalIP as the kubelet address; kube-controller-manager with every
+//     default controller ('*') and the service-account key and root CA; kube-scheduler;
+//   - per node: a holder process in the node's network namespace that owns the node's own
+//     mount namespace (per-node directories mounted over /var/lib, /var/log and /run) and UTS
+//     namespace (hostname nodeI); containerd (Debian's 1.6, runc, CNI ptp + host-local +
+//     portmap on the lab's pod CIDR of the node) and kubelet (built from the module proxy by
+//     e2e/framework/k8sbin) entered into the three namespaces with nsenter; all three and every
+//     container inside the cgroup <state dir name>/nodeI of every hierarchy (kubelet's
+//     cgroupRoot, cgroupfs driver; checked on cgroup v1 with the unified hierarchy beside it,
+//     as these machines run; a cgroup v2-only host would need controllers enabled in each
+//     level's cgroup.subtree_control, which this package does not do);
+//   - routes: each node's pod CIDR via the node in this namespace (pods reach the apiserver)
+//     and the Service CIDR via the root address in each node; the lab already routes every
+//     node's pod CIDR via that node in the other nodes;
+//   - images, built here with go-containerregistry from static Go programs and imported into
+//     each node's containerd with `ctr images import`: the pause image (e2e/tools/pause), the
+//     echo server (e2e/tools/echoserver, Cluster.EchoImage) and, with Options.DNS, CoreDNS.
+//     Pods must use ImagePullPolicy Never or IfNotPresent: nothing can be pulled;
+//   - with Options.DNS, CoreDNS as a Deployment in kube-system behind the kube-dns Service
+//     (DNSServiceIP, the kubelets' clusterDNS), reaching the apiserver at its real address.
+//
+// Not there: kube-proxy or any service proxy, so ClusterIPs (kube-dns's too) lead nowhere until
+// Portico's agent runs as one; ask CoreDNS at its pod IP (Cluster.DNSPod) meanwhile.
+//
+// # Ownership and cleanup
+//
+// A cluster's state lives in $TMPDIR/portico-nodes-<owner pid>-<random>; the same name is its
+// cgroup in every hierarchy. Close kills each node's kubelet and containerd, then every process
+// left in the node's cgroup subtree (shims, containers, the holder), removes the cgroups, stops
+// the control plane, closes the lab (namespaces, root link and the routes through it) and
+// removes the state directory; the nodes' mounts and the pods' network namespaces vanish with
+// the nodes' mount namespaces. The daemons die with their owner (Pdeathsig); what a killed
+// owner leaves (shims and containers, cgroups, state) is removed by Sweep, which Start runs
+// first and `make clean-lab` runs too, after which netlab.Sweep removes the lab. Leftovers
+// lists what remains of a closed cluster, for tests to assert it is nothing.
+//
+// Clusters need root, the Debian packages containerd, runc and containernetworking-plugins,
+// util-linux and iproute2 (internal/prereq); New fails naming the fix, or skips when
+// PORTICO_SKIP_PRIVILEGED=1 allows it.
+package nodes

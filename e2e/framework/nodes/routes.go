@@ -1,0 +1,51 @@
+package nodes
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/portico-lb/portico/e2e/framework/cluster"
+)
+
+// addRoutes adds what the lab leaves to its users:
+//   - in this (the root) namespace, each node's pod CIDR via the node, over the lab's root
+//     link, so that pods (not only nodes) reach the apiserver and get its answers back; the
+//     routes lie inside the lab's block, which the lab checked against every root route, and
+//     go away with the root link;
+//   - in every node, the Service CIDR via the root address, so that a client on the node
+//     (hostNetwork) gets a route before a service proxy's DNAT rewrites its packet, as on a
+//     real node with a default route. The root end does not forward, so a packet nothing
+//     rewrote goes no further.
+func (c *Cluster) addRoutes() error {
+	rootLink, err := netlink.LinkByName(c.Lab.ID() + "-root")
+	if err != nil {
+		return fmt.Errorf("finding the lab's root link: %w", err)
+	}
+	for _, n := range c.Nodes {
+		r := &netlink.Route{LinkIndex: rootLink.Attrs().Index, Dst: prefixNet(n.Lab.PodCIDR), Gw: net.IP(n.Lab.Addr.AsSlice())}
+		if err := netlink.RouteAdd(r); err != nil {
+			return fmt.Errorf("adding root route %s via %s: %w", n.Lab.PodCIDR, n.Lab.Addr, err)
+		}
+	}
+	svc := netip.MustParsePrefix(cluster.ServiceCIDR)
+	for _, n := range c.Nodes {
+		err := n.Lab.Do(func() error {
+			eth0, err := netlink.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			return netlink.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: prefixNet(svc), Gw: net.IP(c.Lab.RootAddr().AsSlice())})
+		})
+		if err != nil {
+			return fmt.Errorf("adding the Service CIDR route on %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+func prefixNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
