@@ -17,7 +17,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/portico-lb/portico/e2e/framework/moto"
 	"github.com/portico-lb/portico/providers"
@@ -101,20 +100,14 @@ func (f *fixture) calls() map[string]float64 {
 	must(f.t, err)
 	out := map[string]float64{}
 	for _, mf := range mfs {
+		if mf.GetName() != "portico_aws_api_calls_total" {
+			continue
+		}
 		for _, m := range mf.GetMetric() {
 			out[label(m, "service")+":"+label(m, "operation")] += m.GetCounter().GetValue()
 		}
 	}
 	return out
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 func must(t *testing.T, err error) {
