@@ -72,8 +72,28 @@ func (f *fixture) addNode() providers.Node {
 	return n
 }
 
+// newRegistry is a fresh registry for the next provider's metrics. At the end of the test,
+// every operation that provider made must be granted by deploy/aws/iam-policy.json.
+func (f *fixture) newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	f.reg = reg
+	f.t.Cleanup(func() {
+		prev := f.reg
+		f.reg = reg
+		var ops []string
+		for op := range f.calls() {
+			ops = append(ops, op)
+		}
+		f.reg = prev
+		if missing := policyCovers(f.t, ops); len(missing) > 0 {
+			f.t.Errorf("the provider made calls deploy/aws/iam-policy.json does not grant: %v", missing)
+		}
+	})
+	return reg
+}
+
 func (f *fixture) provider(defaultType Kind) *Provider {
-	f.reg = prometheus.NewRegistry()
+	f.reg = f.newRegistry()
 	p, err := NewWithConfig(awsConfig(f.url), Options{
 		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,
 		ExtraTags: map[string]string{"team": "portico"},
@@ -85,7 +105,7 @@ func (f *fixture) provider(defaultType Kind) *Provider {
 // legacyProvider creates NLBs without security groups, as Portico did before the backend group:
 // their per-Service node rules are still maintained.
 func (f *fixture) legacyProvider(defaultType Kind) *Provider {
-	f.reg = prometheus.NewRegistry()
+	f.reg = f.newRegistry()
 	p, err := NewWithConfig(awsConfig(f.url), Options{
 		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,
 		ExtraTags: map[string]string{"team": "portico"}, sgLessNLBs: true,
