@@ -341,8 +341,9 @@ func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, 
 	return nil
 }
 
-// classicAttributeChange returns the attributes of c that differ from have (nil parts of have
-// read as AWS's defaults), and whether any does.
+// classicAttributeChange returns the attributes of c that differ from have, and whether any
+// does. A missing cross-zone or access-log part reads as off (AWS's default); a missing timeout
+// differs from any.
 func classicAttributeChange(c classicSpec, have *elbtypes.LoadBalancerAttributes) (*elbtypes.LoadBalancerAttributes, bool) {
 	if have == nil {
 		have = &elbtypes.LoadBalancerAttributes{}
@@ -354,7 +355,9 @@ func classicAttributeChange(c classicSpec, have *elbtypes.LoadBalancerAttributes
 		change.CrossZoneLoadBalancing = &elbtypes.CrossZoneLoadBalancing{Enabled: c.CrossZone}
 		changed = true
 	}
-	haveIdle := int32(classicDefaultIdleTimeout)
+	// AWS always describes the idle and draining timeouts; a value missing (moto leaves the
+	// draining timeout unset on a new ELB) is written.
+	haveIdle := int32(0)
 	if have.ConnectionSettings != nil && have.ConnectionSettings.IdleTimeout != nil {
 		haveIdle = *have.ConnectionSettings.IdleTimeout
 	}
@@ -362,7 +365,7 @@ func classicAttributeChange(c classicSpec, have *elbtypes.LoadBalancerAttributes
 		change.ConnectionSettings = &elbtypes.ConnectionSettings{IdleTimeout: aws.Int32(c.IdleTimeout)}
 		changed = true
 	}
-	haveDrain, haveDrainTimeout := false, int32(classicDefaultDrainingTimeout)
+	haveDrain, haveDrainTimeout := false, int32(0)
 	if h := have.ConnectionDraining; h != nil {
 		haveDrain = h.Enabled
 		if h.Timeout != nil {

@@ -96,8 +96,16 @@ func TestAttributeDefaults(t *testing.T) {
 // AWS's defaults; turning logs off sends only Enabled.
 func TestClassicAttributeChange(t *testing.T) {
 	def := classicSpec{IdleTimeout: 60, DrainingTimeout: 300, AccessLog: classicAccessLog{EmitInterval: 60}}
-	if _, changed := classicAttributeChange(def, nil); changed {
-		t.Errorf("defaults against an empty description: changed")
+	if change, changed := classicAttributeChange(def, nil); !changed || change.CrossZoneLoadBalancing != nil || change.AccessLog != nil ||
+		aws.ToInt32(change.ConnectionDraining.Timeout) != 300 || aws.ToInt32(change.ConnectionSettings.IdleTimeout) != 60 {
+		t.Errorf("defaults against an empty description: %+v; want the timeouts written, nothing else", change)
+	}
+	full := &elbtypes.LoadBalancerAttributes{
+		ConnectionSettings: &elbtypes.ConnectionSettings{IdleTimeout: aws.Int32(60)},
+		ConnectionDraining: &elbtypes.ConnectionDraining{Timeout: aws.Int32(300)},
+	}
+	if change, changed := classicAttributeChange(def, full); changed {
+		t.Errorf("defaults against an ELB at its defaults: change %+v", change)
 	}
 	have := &elbtypes.LoadBalancerAttributes{
 		CrossZoneLoadBalancing: &elbtypes.CrossZoneLoadBalancing{Enabled: true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -103,7 +104,7 @@ func (s *Server) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
 // LoadBalancerByDNS reads the load balancer whose DNS name is dns, or nil when moto holds none.
 // Only that one is described in full.
 func (s *Server) LoadBalancerByDNS(ctx context.Context, dns string) (*LoadBalancer, error) {
-	lbs, err := s.describeLBs(ctx, func(d string) bool { return d == dns })
+	lbs, err := s.describeLBs(ctx, func(d string) bool { return sameDNS(d, dns) })
 	if err != nil || len(lbs) == 0 {
 		return nil, err
 	}
@@ -115,10 +116,29 @@ func (s *Server) LoadBalancerByDNS(ctx context.Context, dns string) (*LoadBalanc
 func (s *Server) HoldsLoadBalancer(ctx context.Context, dns string) (bool, error) {
 	found := false
 	_, err := s.describeLBs(ctx, func(d string) bool {
-		found = found || d == dns
+		found = found || sameDNS(d, dns)
 		return false
 	})
 	return found, err
+}
+
+// sameDNS reports whether moto's DNS name d is dns, also in the form AWS gives an NLB
+// ("<name>-<id>.elb.<region>.amazonaws.com", which Proxy.AWSDefaults answers with) where moto
+// says "<name>-<id>.<region>.elb.amazonaws.com".
+func sameDNS(d, dns string) bool { return d == dns || nlbDNS(d) == dns }
+
+// nlbDNS turns moto's "<host>.<region>.elb.amazonaws.com" into AWS's NLB form
+// "<host>.elb.<region>.amazonaws.com"; other names are returned as they are.
+func nlbDNS(d string) string {
+	rest, ok := strings.CutSuffix(d, ".elb.amazonaws.com")
+	if !ok {
+		return d
+	}
+	i := strings.LastIndex(rest, ".")
+	if i < 0 {
+		return d
+	}
+	return rest[:i] + ".elb." + rest[i+1:] + ".amazonaws.com"
 }
 
 // describeLBs lists the load balancers of both kinds and describes in full those whose DNS
