@@ -41,7 +41,10 @@ func (p *Provider) ensureClassic(ctx context.Context, ref providers.Ref, d desir
 		}
 		tags = all[d.Name]
 		if !ownedBy(tags, p.cluster, ref.UID) {
-			return nil, fmt.Errorf("the Classic ELB %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+			if !adoptable(d.Name, tags, p.cluster, ref) {
+				return nil, fmt.Errorf("the Classic ELB %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+			}
+			p.log.Info("Adopting the Classic ELB of cloud-provider-aws", "service", ref, "name", d.Name)
 		}
 		if missing := missingTags(tags, d.Tags); len(missing) > 0 {
 			if _, err := p.api.classic.AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{d.Name}, Tags: toELBTags(missing)}); err != nil {

@@ -190,3 +190,45 @@ func TestHealthCheckRangesPerKind(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptedName: cloud-provider-aws's name is used only while the status names its load
+// balancer of the same kind and scheme.
+func TestAdoptedName(t *testing.T) {
+	ref := providers.Ref{Namespace: "default", Name: "web", UID: "0f6e3b1c-2d4a-4c5b-9e8f-1a2b3c4d5e6f"}
+	name := cloudProviderName(ref)
+	if name != "a0f6e3b1c2d4a4c5b9e8f1a2b3c4d5e6" || len(name) != 32 {
+		t.Fatalf("cloudProviderName = %q", name)
+	}
+	classic := name + "-123456789.us-east-1.elb.amazonaws.com"
+	nlb := name + "-0123456789abcdef.elb.us-east-1.amazonaws.com"
+	for _, tt := range []struct {
+		kind      Kind
+		scheme    string
+		hostnames []string
+		want      bool
+	}{
+		{Classic, schemeInternetFacing, []string{classic}, true},
+		{Classic, schemeInternal, []string{classic}, false},
+		{Classic, schemeInternal, []string{"internal-" + classic}, true},
+		{NLB, schemeInternetFacing, []string{classic}, false},
+		{NLB, schemeInternetFacing, []string{nlb}, true},
+		{Classic, schemeInternetFacing, []string{nlb}, false},
+		{Classic, schemeInternetFacing, []string{"k8s-web-0123-456.us-east-1.elb.amazonaws.com"}, false},
+		{Classic, schemeInternetFacing, nil, false},
+		{Classic, schemeInternetFacing, []string{name + ".us-east-1.elb.amazonaws.com"}, true}, // moto's form
+		{Classic, schemeInternetFacing, []string{name + "x.us-east-1.elb.amazonaws.com"}, false},
+	} {
+		got, ok := adoptedName(ref, tt.kind, tt.scheme, tt.hostnames)
+		if ok != tt.want || (ok && got != name) {
+			t.Errorf("adoptedName(%s, %s, %v) = %q, %v; want %v", tt.kind, tt.scheme, tt.hostnames, got, ok, tt.want)
+		}
+	}
+	tags := map[string]string{clusterTag("c1"): "owned", tagServiceName: "default/web"}
+	if !adoptable(name, tags, "c1", ref) || adoptable(name, tags, "c2", ref) || adoptable("other", tags, "c1", ref) {
+		t.Errorf("adoptable: wrong for cloud-provider-aws's tags %v", tags)
+	}
+	tags[tagServiceUID] = "x"
+	if adoptable(name, tags, "c1", ref) {
+		t.Errorf("adoptable: a load balancer carrying another Portico owner's tag")
+	}
+}

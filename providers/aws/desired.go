@@ -38,9 +38,13 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 	if lb.Internal {
 		scheme = schemeInternal
 	}
+	name := lbName(p.opts.ClusterName, lb.Ref, kind, scheme)
+	if adopted, ok := adoptedName(lb.Ref, kind, scheme, lb.CurrentHostnames); ok {
+		name = adopted
+	}
 	d := desiredLB{
 		Kind:        kind,
-		Name:        lbName(p.opts.ClusterName, lb.Ref, kind, scheme),
+		Name:        name,
 		Scheme:      scheme,
 		Tags:        resourceTags(p.opts.ClusterName, lb.Ref, p.opts.ExtraTags, spec),
 		Subnets:     slices.Clone(spec.Subnets),

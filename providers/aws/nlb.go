@@ -63,7 +63,10 @@ func (p *Provider) findOrCreateNLB(ctx context.Context, ref providers.Ref, d des
 	}
 	rec := nlbRecord(cur, tags[aws.ToString(cur.LoadBalancerArn)])
 	if !ownedBy(rec.Tags, p.cluster, ref.UID) {
-		return nil, fmt.Errorf("load balancer %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+		if !adoptable(d.Name, rec.Tags, p.cluster, ref) {
+			return nil, fmt.Errorf("load balancer %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+		}
+		p.log.Info("Adopting the NLB of cloud-provider-aws", "service", ref, "name", d.Name)
 	}
 	if err := p.tagNLB(ctx, rec, d.Tags); err != nil {
 		return nil, err

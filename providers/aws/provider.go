@@ -361,12 +361,16 @@ func (p *Provider) deleteLoadBalancer(ctx context.Context, ref providers.Ref, ki
 }
 
 // findOwnedLBs returns the load balancers of both kinds tagged as owned for ref. A Service's
-// load balancers can only have one of four names (lbName: two kinds, two schemes), so they are
-// described by name: a constant number of calls however many load balancers the region holds.
+// load balancers can only have one of four names (lbName: two kinds, two schemes), or the one
+// cloud-provider-aws gave a load balancer Portico adopted (adoption.go), so they are described
+// by name: a constant number of calls however many load balancers the region holds.
 func (p *Provider) findOwnedLBs(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
 	var out []lbRecord
-	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
+	for _, scheme := range []string{schemeInternetFacing, schemeInternal, ""} {
 		name := lbName(p.cluster, ref, NLB, scheme)
+		if scheme == "" {
+			name = cloudProviderName(ref)
+		}
 		lb, err := p.findNLB(ctx, name)
 		if err != nil {
 			return nil, err
@@ -381,7 +385,9 @@ func (p *Provider) findOwnedLBs(ctx context.Context, ref providers.Ref) ([]lbRec
 				out = append(out, *nlbRecord(lb, tags[arn]))
 			}
 		}
-		name = lbName(p.cluster, ref, Classic, scheme)
+		if scheme != "" {
+			name = lbName(p.cluster, ref, Classic, scheme)
+		}
 		clb, err := p.findClassic(ctx, name)
 		if err != nil {
 			return nil, err
