@@ -192,6 +192,10 @@ func TestCloudProviderAWSParity(t *testing.T) {
 		cs, cv := e.parityOutcome(p, "c-"+c.name, false)
 		ps, pv := e.parityOutcome(ctl, "p-"+c.name, c.invalid)
 		views["c-"+c.name], views["p-"+c.name] = cv, pv
+		if c.invalid {
+			// What the user sees: a Warning Event naming the health-check timeout.
+			e.svcs.WaitEvent("p-"+c.name, "InvalidSpec", annotations.AWSHealthCheckTimeout)
+		}
 		add(c.name, "result", cs, ps)
 		if cv == nil || pv == nil {
 			continue
