@@ -58,13 +58,21 @@ func targetGroupName(lbName string, protocol string, nodePort int32, port int32)
 	return shortName("k8s", "tg", hash(lbName, protocol, itoa(nodePort), itoa(port)))
 }
 
-// securityGroupName is the name of a Classic ELB's own security group i: the first is
+// securityGroupName is the name of a load balancer's own security group i: the first is
 // k8s-elb-<lb>, further ones (a source-range list longer than one group holds) k8s-elb-<lb>-<i>.
+//
+// A load balancer adopted from cloud-provider-aws (its name does not start with "k8s-") gets
+// groups named k8s-elb-portico-<lb>: cloud-provider-aws's own group holds k8s-elb-<lb>, with
+// rules Portico does not own; attaching Portico's groups detaches it.
 func securityGroupName(lbName string, i int) string {
-	if i == 0 {
-		return "k8s-elb-" + lbName
+	base := "k8s-elb-" + lbName
+	if !strings.HasPrefix(lbName, "k8s-") {
+		base = "k8s-elb-portico-" + lbName
 	}
-	return fmt.Sprintf("k8s-elb-%s-%d", lbName, i)
+	if i == 0 {
+		return base
+	}
+	return fmt.Sprintf("%s-%d", base, i)
 }
 
 func shortName(prefix, readable, h string) string {

@@ -69,6 +69,12 @@ func TestAdoptCloudProviderAWS(t *testing.T) {
 			case kind == kindNLB && !strings.HasPrefix(lb.Listeners["TCP:80"].TargetGroup, "k8s-tg-"):
 				return "listener still forwards to " + lb.Listeners["TCP:80"].TargetGroup
 			}
+			// cloud-provider-aws's own group, with rules Portico does not own, is detached.
+			for _, g := range lb.SecurityGroups {
+				if g.Name == "k8s-elb-"+lb.Name {
+					return "still carries cloud-provider-aws's security group " + g.Name
+				}
+			}
 			return ""
 		})
 	}
@@ -99,4 +105,7 @@ func TestAdoptCloudProviderAWS(t *testing.T) {
 			t.Errorf("%s: after deletion moto still holds %s (%v)", name, before[name], err)
 		}
 	}
+	// Not Portico's to delete (docs/aws.md, the switch, step 6): what cloud-provider-aws made
+	// besides the load balancers.
+	t.Logf("left by cloud-provider-aws after the Services were deleted:\n%s\nnode rules: %v", e.srv.Owned(t, e.cluster), e.aws.ownedNodeRules())
 }
