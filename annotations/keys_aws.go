@@ -20,7 +20,8 @@ const (
 	AWSLoadBalancerType = awsPrefix + "aws-load-balancer-type"
 
 	// AWSCrossZoneLoadBalancing turns cross-zone load balancing on or off.
-	// Values: "true" or "false". Default: the AWS default for the load balancer kind.
+	// Values: "true" or "false". Default: off (both kinds, as cloud-provider-aws); removing the
+	// annotation turns it off again.
 	AWSCrossZoneLoadBalancing = awsPrefix + "aws-load-balancer-cross-zone-load-balancing-enabled"
 
 	// AWSAdditionalResourceTags adds tags to the AWS resources Portico creates.
@@ -38,7 +39,8 @@ const (
 	AWSTargetNodeLabels = awsPrefix + "aws-load-balancer-target-node-labels"
 
 	// AWSConnectionIdleTimeout is the Classic ELB idle timeout.
-	// Values: integer seconds, 1 to 4000. Default: 60 (the AWS default).
+	// Values: integer seconds, 1 to 4000. Default: 60 (the AWS default), restored when the
+	// annotation is removed.
 	AWSConnectionIdleTimeout = awsPrefix + "aws-load-balancer-connection-idle-timeout"
 
 	// AWSProxyProtocol enables PROXY protocol towards the backends (Classic ELB).
@@ -60,7 +62,8 @@ const (
 	AWSSSLNegotiationPolicy = awsPrefix + "aws-load-balancer-ssl-negotiation-policy"
 
 	// AWSConnectionDrainingEnabled turns Classic ELB connection draining on or off.
-	// Values: "true" or "false". Default: the AWS default (off).
+	// Values: "true" or "false". Default: off (the AWS default), restored when the annotation
+	// is removed.
 	AWSConnectionDrainingEnabled = awsPrefix + "aws-load-balancer-connection-draining-enabled"
 
 	// AWSConnectionDrainingTimeout is the Classic ELB connection draining timeout.
@@ -104,7 +107,9 @@ const (
 	AWSHealthCheckUnhealthyThreshold = awsPrefix + "aws-load-balancer-healthcheck-unhealthy-threshold"
 
 	// AWSHealthCheckTimeout is the health-check timeout.
-	// Values: integer seconds, 2 to 120. Default: the provider default for the load balancer kind.
+	// Values: integer seconds, 2 to 60 and less than the interval for a Classic ELB, 2 to 120
+	// and at most the interval for an NLB (as AWS enforces them; other values are rejected
+	// before anything is created). Default: the provider default for the load balancer kind.
 	AWSHealthCheckTimeout = awsPrefix + "aws-load-balancer-healthcheck-timeout"
 
 	// AWSHealthCheckInterval is the time between health checks.
@@ -112,8 +117,8 @@ const (
 	AWSHealthCheckInterval = awsPrefix + "aws-load-balancer-healthcheck-interval"
 
 	// AWSAccessLogEnabled turns access logs to S3 on or off.
-	// Values: "true" or "false". Default: the AWS default (off). Needs AWSAccessLogS3BucketName
-	// when true.
+	// Values: "true" or "false". Default: off (the AWS default); removing the annotation turns
+	// logs off. Needs AWSAccessLogS3BucketName when true.
 	AWSAccessLogEnabled = awsPrefix + "aws-load-balancer-access-log-enabled"
 
 	// AWSAccessLogEmitInterval is the Classic ELB access-log publishing interval.
@@ -131,7 +136,8 @@ const (
 	// AWSTargetGroupAttributes sets NLB target-group attributes.
 	// Values: "k=v,k2=v2" with keys proxy_protocol_v2.enabled, preserve_client_ip.enabled,
 	// deregistration_delay.timeout_seconds, deregistration_delay.connection_termination.enabled,
-	// stickiness.enabled, stickiness.type (source_ip). Default: the AWS defaults.
+	// stickiness.enabled, stickiness.type (source_ip). Default: the AWS defaults for instance
+	// targets; a key removed from the annotation returns to its default.
 	AWSTargetGroupAttributes = awsPrefix + "aws-load-balancer-target-group-attributes"
 
 	// AWSEIPAllocations gives an internet-facing NLB these Elastic IPs, one per subnet, in subnet
@@ -183,7 +189,7 @@ var awsKeys = []Key{
 	{
 		Name: AWSCrossZoneLoadBalancing, Provider: providerAWS,
 		Values:  "`true` or `false`",
-		Default: "AWS default for the load balancer kind",
+		Default: "off (restored when removed)",
 		Doc:     "Cross-zone load balancing.",
 	},
 	{
@@ -207,7 +213,7 @@ var awsKeys = []Key{
 	{
 		Name: AWSConnectionIdleTimeout, Provider: providerAWS,
 		Values:  "integer seconds, 1-4000",
-		Default: "60 (AWS default)",
+		Default: "60 (AWS default; restored when removed)",
 		Doc:     "Classic ELB connection idle timeout.",
 	},
 	{
@@ -237,13 +243,13 @@ var awsKeys = []Key{
 	{
 		Name: AWSConnectionDrainingEnabled, Provider: providerAWS,
 		Values:  "`true` or `false`",
-		Default: "AWS default (off)",
+		Default: "off (AWS default; restored when removed)",
 		Doc:     "Classic ELB connection draining.",
 	},
 	{
 		Name: AWSConnectionDrainingTimeout, Provider: providerAWS,
 		Values:  "integer seconds, 1-3600",
-		Default: "300 (AWS default)",
+		Default: "300 (AWS default; restored when removed)",
 		Doc:     "Classic ELB connection draining timeout.",
 	},
 	{
@@ -296,7 +302,7 @@ var awsKeys = []Key{
 	},
 	{
 		Name: AWSHealthCheckTimeout, Provider: providerAWS,
-		Values:  "integer seconds, 2-120",
+		Values:  "integer seconds: 2-60 and less than the interval (Classic ELB), 2-120 and at most the interval (NLB)",
 		Default: "provider default for the load balancer kind",
 		Doc:     "Health-check timeout.",
 	},
@@ -309,7 +315,7 @@ var awsKeys = []Key{
 	{
 		Name: AWSAccessLogEnabled, Provider: providerAWS,
 		Values:  "`true` or `false`; `true` needs `" + AWSAccessLogS3BucketName + "`",
-		Default: "AWS default (off)",
+		Default: "off (AWS default; restored when removed)",
 		Doc:     "Access logs to S3.",
 	},
 	{
@@ -334,7 +340,7 @@ var awsKeys = []Key{
 		Name: AWSTargetGroupAttributes, Provider: providerAWS,
 		Values: "`k=v,k2=v2` with `proxy_protocol_v2.enabled`, `preserve_client_ip.enabled`, `deregistration_delay.connection_termination.enabled`, " +
 			"`stickiness.enabled` (`true`/`false`), `deregistration_delay.timeout_seconds` (0-3600), `stickiness.type` (`source_ip`)",
-		Default: "AWS defaults",
+		Default: "AWS defaults for instance targets (a removed key returns to its default)",
 		Doc:     "NLB target-group attributes, set on every target group of the Service.",
 	},
 	{

@@ -165,6 +165,8 @@ var Programs = []Program{
 		RunBy: "e2e/framework/cluster's control plane (EndpointSlice controllers)", NotScanned: "run by the path e2e/framework/k8sbin returns"},
 	{Name: "kube-proxy", Source: Built, Found: "make tools (e2e/framework/k8sbin) builds it into <cache>/bin",
 		RunBy: "e2e/suites/dataplane's comparison with kube-proxy", NotScanned: "run by the path e2e/framework/k8sbin returns"},
+	{Name: "aws-cloud-controller-manager", Source: Built, Found: "e2e/framework/cpaws builds k8s.io/cloud-provider-aws v1.36.2 from the Go module proxy into <cache>/bin",
+		RunBy: "e2e/suites/aws's parity test: cloud-provider-aws as the anchor, on the same Services as Portico", NotScanned: "run by the path e2e/framework/cpaws returns"},
 	{Name: "portico-agent", Source: Built, Found: "go build ./cmd/portico-agent by the suite or the demo",
 		RunBy: "e2e suites and the demo"},
 	{Name: "portico-controller", Source: Built, Found: "go build ./cmd/portico-controller by the suite or the demo",

@@ -35,7 +35,9 @@ import (
 
 // appliedVersion changes when the meaning of a desired model changes (a new field applied), so
 // that an upgraded provider converges every load balancer once.
-const appliedVersion = "2" // 2: the shared backend security group (backendsg.go)
+// 2: the shared backend security group (backendsg.go); 3: every managed attribute converged to
+// its default when the Service does not set it.
+const appliedVersion = "3"
 
 // DefaultVerifyPeriod is how often a load balancer whose desired model is unchanged is fully
 // read back and repaired.

@@ -41,7 +41,10 @@ func (p *Provider) ensureClassic(ctx context.Context, ref providers.Ref, d desir
 		}
 		tags = all[d.Name]
 		if !ownedBy(tags, p.cluster, ref.UID) {
-			return nil, fmt.Errorf("the Classic ELB %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+			if !adoptable(d.Name, tags, p.cluster, ref) {
+				return nil, fmt.Errorf("the Classic ELB %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+			}
+			p.log.Info("Adopting the Classic ELB of cloud-provider-aws", "service", ref, "name", d.Name)
 		}
 		if missing := missingTags(tags, d.Tags); len(missing) > 0 {
 			if _, err := p.api.classic.AddTags(ctx, &elb.AddTagsInput{LoadBalancerNames: []string{d.Name}, Tags: toELBTags(missing)}); err != nil {
@@ -323,74 +326,77 @@ func (p *Provider) reconcileClassicHealthCheck(ctx context.Context, d desiredLB,
 	return nil
 }
 
-// reconcileClassicAttributes sets the attributes the Service asks for; others keep their value.
+// reconcileClassicAttributes converges every attribute the provider manages (cross-zone, idle
+// timeout, connection draining, access logs): a key the Service does not set holds its default,
+// so removing an annotation restores it.
 func (p *Provider) reconcileClassicAttributes(ctx context.Context, d desiredLB, cur *elbtypes.LoadBalancerDescription) error {
-	c := d.Classic
-	if c.CrossZone == nil && c.IdleTimeout == nil && c.Draining == nil && c.DrainingTimeout == nil && c.AccessLog == nil {
-		return nil
-	}
 	out, err := p.api.classic.DescribeLoadBalancerAttributes(ctx, &elb.DescribeLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name)})
 	if err != nil {
 		return fmt.Errorf("describing attributes of %s: %w", d.Name, err)
 	}
-	have := out.LoadBalancerAttributes
+	change, changed := classicAttributeChange(d.Classic, out.LoadBalancerAttributes)
+	if !changed {
+		return nil
+	}
+	if _, err := p.api.classic.ModifyLoadBalancerAttributes(ctx, &elb.ModifyLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name), LoadBalancerAttributes: change}); err != nil {
+		return fmt.Errorf("modifying attributes of %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// classicAttributeChange returns the attributes of c that differ from have, and whether any
+// does. A missing cross-zone or access-log part reads as off (AWS's default); a missing timeout
+// differs from any.
+func classicAttributeChange(c classicSpec, have *elbtypes.LoadBalancerAttributes) (*elbtypes.LoadBalancerAttributes, bool) {
 	if have == nil {
 		have = &elbtypes.LoadBalancerAttributes{}
 	}
 	var change elbtypes.LoadBalancerAttributes
 	changed := false
-	if c.CrossZone != nil && (have.CrossZoneLoadBalancing == nil || have.CrossZoneLoadBalancing.Enabled != *c.CrossZone) {
-		change.CrossZoneLoadBalancing = &elbtypes.CrossZoneLoadBalancing{Enabled: *c.CrossZone}
+	haveCrossZone := have.CrossZoneLoadBalancing != nil && have.CrossZoneLoadBalancing.Enabled
+	if haveCrossZone != c.CrossZone {
+		change.CrossZoneLoadBalancing = &elbtypes.CrossZoneLoadBalancing{Enabled: c.CrossZone}
 		changed = true
 	}
-	if c.IdleTimeout != nil && (have.ConnectionSettings == nil || aws.ToInt32(have.ConnectionSettings.IdleTimeout) != *c.IdleTimeout) {
-		change.ConnectionSettings = &elbtypes.ConnectionSettings{IdleTimeout: aws.Int32(*c.IdleTimeout)}
+	// AWS always describes the idle and draining timeouts; a value missing (moto leaves the
+	// draining timeout unset on a new ELB) is written.
+	haveIdle := int32(0)
+	if have.ConnectionSettings != nil && have.ConnectionSettings.IdleTimeout != nil {
+		haveIdle = *have.ConnectionSettings.IdleTimeout
+	}
+	if haveIdle != c.IdleTimeout {
+		change.ConnectionSettings = &elbtypes.ConnectionSettings{IdleTimeout: aws.Int32(c.IdleTimeout)}
 		changed = true
 	}
-	if c.Draining != nil || c.DrainingTimeout != nil {
-		want := elbtypes.ConnectionDraining{}
-		if have.ConnectionDraining != nil {
-			want = *have.ConnectionDraining
-		}
-		if c.Draining != nil {
-			want.Enabled = *c.Draining
-		}
-		if c.DrainingTimeout != nil {
-			want.Timeout = c.DrainingTimeout
-		}
-		if have.ConnectionDraining == nil || have.ConnectionDraining.Enabled != want.Enabled || aws.ToInt32(have.ConnectionDraining.Timeout) != aws.ToInt32(want.Timeout) {
-			change.ConnectionDraining = &want
-			changed = true
+	haveDrain, haveDrainTimeout := false, int32(0)
+	if h := have.ConnectionDraining; h != nil {
+		haveDrain = h.Enabled
+		if h.Timeout != nil {
+			haveDrainTimeout = *h.Timeout
 		}
 	}
-	if al := c.AccessLog; al != nil {
-		want := elbtypes.AccessLog{Enabled: al.Enabled}
-		if have.AccessLog != nil {
-			want = *have.AccessLog
-			want.Enabled = al.Enabled
-		}
-		if al.EmitInterval != nil {
-			want.EmitInterval = al.EmitInterval
-		}
-		if al.Bucket != "" {
-			want.S3BucketName = aws.String(al.Bucket)
-		}
-		if al.Prefix != "" {
-			want.S3BucketPrefix = aws.String(al.Prefix)
-		}
-		if h := have.AccessLog; h == nil || h.Enabled != want.Enabled || aws.ToInt32(h.EmitInterval) != aws.ToInt32(want.EmitInterval) ||
-			aws.ToString(h.S3BucketName) != aws.ToString(want.S3BucketName) || aws.ToString(h.S3BucketPrefix) != aws.ToString(want.S3BucketPrefix) {
-			change.AccessLog = &want
-			changed = true
-		}
+	if haveDrain != c.Draining || haveDrainTimeout != c.DrainingTimeout {
+		change.ConnectionDraining = &elbtypes.ConnectionDraining{Enabled: c.Draining, Timeout: aws.Int32(c.DrainingTimeout)}
+		changed = true
 	}
-	if !changed {
-		return nil
+	want, h := c.AccessLog, have.AccessLog
+	if h == nil {
+		h = &elbtypes.AccessLog{}
 	}
-	if _, err := p.api.classic.ModifyLoadBalancerAttributes(ctx, &elb.ModifyLoadBalancerAttributesInput{LoadBalancerName: aws.String(d.Name), LoadBalancerAttributes: &change}); err != nil {
-		return fmt.Errorf("modifying attributes of %s: %w", d.Name, err)
+	haveInterval := aws.ToInt32(h.EmitInterval)
+	if haveInterval == 0 {
+		haveInterval = classicDefaultEmitInterval
 	}
-	return nil
+	switch {
+	case !want.Enabled && h.Enabled:
+		change.AccessLog = &elbtypes.AccessLog{Enabled: false}
+		changed = true
+	case want.Enabled && (!h.Enabled || haveInterval != want.EmitInterval ||
+		aws.ToString(h.S3BucketName) != want.Bucket || aws.ToString(h.S3BucketPrefix) != want.Prefix):
+		change.AccessLog = &elbtypes.AccessLog{Enabled: true, EmitInterval: aws.Int32(want.EmitInterval), S3BucketName: aws.String(want.Bucket), S3BucketPrefix: aws.String(want.Prefix)}
+		changed = true
+	}
+	return &change, changed
 }
 
 // reconcileClassicProxyProtocol puts the PROXY protocol policy on every backend port, or takes

@@ -38,9 +38,13 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 	if lb.Internal {
 		scheme = schemeInternal
 	}
+	name := lbName(p.opts.ClusterName, lb.Ref, kind, scheme)
+	if adopted, ok := adoptedName(lb.Ref, kind, scheme, lb.CurrentHostnames); ok {
+		name = adopted
+	}
 	d := desiredLB{
 		Kind:        kind,
-		Name:        lbName(p.opts.ClusterName, lb.Ref, kind, scheme),
+		Name:        name,
 		Scheme:      scheme,
 		Tags:        resourceTags(p.opts.ClusterName, lb.Ref, p.opts.ExtraTags, spec),
 		Subnets:     slices.Clone(spec.Subnets),
@@ -66,6 +70,9 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 	switch kind {
 	case NLB:
 		d.NLB, err = nlbDesired(d.Name, lb, spec)
+		if err == nil && len(d.NLB.Listeners) > 0 {
+			err = checkHealthCheck(NLB, d.NLB.Listeners[0].TG.HC.Interval, d.NLB.Listeners[0].TG.HC.Timeout)
+		}
 		if err == nil {
 			err = nlbAddresses(&d.NLB, spec, scheme)
 		}
@@ -76,7 +83,10 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 	default:
 		d.Classic = classicDesired(lb, spec, p.opts.SecurityGroups)
 		d.Warnings = append(d.Warnings, classicWarnings(spec)...)
-		err = checkClassicGroups(d)
+		err = checkHealthCheck(Classic, d.Classic.HealthCheck.Interval, d.Classic.HealthCheck.Timeout)
+		if err == nil {
+			err = checkClassicGroups(d)
+		}
 	}
 	if err != nil {
 		return desiredLB{}, err
@@ -178,6 +188,34 @@ func sslPort(spec ServiceOptions, pt providers.Port) bool {
 		}
 	}
 	return false
+}
+
+// healthCheckLimits are the ranges AWS enforces per kind: ConfigureHealthCheck (Classic) takes a
+// timeout of 2-60 s that must be less than the interval; an NLB target group a timeout of 2-120 s
+// not greater than the interval. Both take intervals of 5-300 s and thresholds of 2-10 (checked
+// when the annotations are parsed).
+var healthCheckLimits = map[Kind]struct {
+	maxTimeout      int32
+	timeoutMayEqual bool
+	timeoutRelation string
+}{
+	Classic: {maxTimeout: 60, timeoutRelation: "less than"},
+	NLB:     {maxTimeout: 120, timeoutMayEqual: true, timeoutRelation: "at most"},
+}
+
+// checkHealthCheck rejects a health check AWS would refuse for kind, with the values that
+// apply (the Service's or the defaults), before anything is created.
+func checkHealthCheck(kind Kind, interval, timeout int32) error {
+	lim := healthCheckLimits[kind]
+	timeoutPath := "metadata.annotations[" + annotations.AWSHealthCheckTimeout + "]"
+	if timeout > lim.maxTimeout {
+		return providers.Invalid(timeoutPath, "a %s health-check timeout must be 2-%d seconds, not %d", kindName(kind), lim.maxTimeout, timeout)
+	}
+	if timeout > interval || (timeout == interval && !lim.timeoutMayEqual) {
+		return providers.Invalid(timeoutPath, "a %s health-check timeout must be %s the interval: timeout %d s, interval %d s (set %s or %s)",
+			kindName(kind), lim.timeoutRelation, timeout, interval, annotations.AWSHealthCheckTimeout, annotations.AWSHealthCheckInterval)
+	}
+	return nil
 }
 
 // validateAccessLog: logs turned on need a bucket.

@@ -3,7 +3,6 @@ package aws
 import (
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/providers"
@@ -20,27 +19,30 @@ func classicDesired(lb *providers.LoadBalancer, spec ServiceOptions, defaultSGs 
 		backend = "tcp"
 	}
 	out := classicSpec{
-		CrossZone:      spec.CrossZone,
 		ProxyProtocol:  spec.ProxyProtocol,
 		SecurityGroups: slices.Clone(defaultSGs),
-		Draining:       spec.ConnectionDraining,
 		SSLPolicy:      spec.SSLNegotiationPolicy,
 
 		ExtraSecurityGroups: slices.Clone(spec.ExtraSecurityGroups),
+
+		IdleTimeout:     classicDefaultIdleTimeout,
+		DrainingTimeout: classicDefaultDrainingTimeout,
+		AccessLog:       classicAccessLog{EmitInterval: classicDefaultEmitInterval},
 	}
 	if len(spec.SecurityGroups) > 0 {
 		out.SecurityGroups = slices.Clone(spec.SecurityGroups)
 	}
-	if spec.ConnectionDrainingTimeout != nil {
-		s := int32(*spec.ConnectionDrainingTimeout / time.Second)
-		out.DrainingTimeout = &s
+	if spec.CrossZone != nil {
+		out.CrossZone = *spec.CrossZone
 	}
-	if spec.ConnectionIdleTimeout != nil {
-		s := int32(*spec.ConnectionIdleTimeout / time.Second)
-		out.IdleTimeout = &s
+	if spec.ConnectionDraining != nil {
+		out.Draining = *spec.ConnectionDraining
 	}
-	if al := spec.AccessLog; al.Enabled != nil || al.EmitInterval != nil || al.Bucket != "" || al.Prefix != "" {
-		out.AccessLog = &classicAccessLog{Enabled: al.Enabled != nil && *al.Enabled, EmitInterval: al.EmitInterval, Bucket: al.Bucket, Prefix: al.Prefix}
+	setSeconds(&out.DrainingTimeout, spec.ConnectionDrainingTimeout)
+	setSeconds(&out.IdleTimeout, spec.ConnectionIdleTimeout)
+	if al := spec.AccessLog; al.Enabled != nil && *al.Enabled {
+		out.AccessLog = classicAccessLog{Enabled: true, EmitInterval: classicDefaultEmitInterval, Bucket: al.Bucket, Prefix: al.Prefix}
+		setInt32(&out.AccessLog.EmitInterval, al.EmitInterval)
 	}
 	ports := slices.Clone(lb.Ports)
 	slices.SortFunc(ports, func(a, b providers.Port) int { return int(a.Port - b.Port) })

@@ -26,21 +26,10 @@ func nlbDesired(name string, lb *providers.LoadBalancer, spec ServiceOptions) (n
 		byPort[pt.Port] = append(byPort[pt.Port], pt)
 	}
 	slices.Sort(order)
-	out := nlbSpec{CrossZone: spec.CrossZone, IPAddressType: "ipv4", TGAttributes: maps.Clone(spec.TargetGroupAttributes)}
+	out := nlbSpec{IPAddressType: "ipv4", Attributes: nlbAttributes(spec), TGAttributes: maps.Clone(tgDefaultAttributes)}
+	maps.Copy(out.TGAttributes, spec.TargetGroupAttributes)
 	if spec.IPAddressType != "" {
 		out.IPAddressType = spec.IPAddressType
-	}
-	if al := spec.AccessLog; al.Enabled != nil || al.Bucket != "" || al.Prefix != "" {
-		out.AccessLog = map[string]string{}
-		if al.Enabled != nil {
-			out.AccessLog["access_logs.s3.enabled"] = strconv.FormatBool(*al.Enabled)
-		}
-		if al.Bucket != "" {
-			out.AccessLog["access_logs.s3.bucket"] = al.Bucket
-		}
-		if al.Prefix != "" {
-			out.AccessLog["access_logs.s3.prefix"] = al.Prefix
-		}
 	}
 	for _, port := range order {
 		pts := byPort[port]
@@ -81,6 +70,40 @@ func nlbDesired(name string, lb *providers.LoadBalancer, spec ServiceOptions) (n
 		out.Listeners = append(out.Listeners, l)
 	}
 	return out, nil
+}
+
+// nlbDefaultAttributes are the NLB attributes the provider manages, at the values
+// cloud-provider-aws (and AWS) default to; the Service's annotations override them.
+var nlbDefaultAttributes = map[string]string{
+	"load_balancing.cross_zone.enabled": "false",
+	"access_logs.s3.enabled":            "false",
+}
+
+// tgDefaultAttributes are AWS's defaults for the target-group attributes the Service may set
+// (instance targets): a key removed from the annotation returns to its default.
+// cloud-provider-aws leaves a removed key at its last value.
+var tgDefaultAttributes = map[string]string{
+	"proxy_protocol_v2.enabled":                           "false",
+	"preserve_client_ip.enabled":                          "true",
+	"deregistration_delay.timeout_seconds":                "300",
+	"deregistration_delay.connection_termination.enabled": "false",
+	"stickiness.enabled":                                  "false",
+	"stickiness.type":                                     "source_ip",
+}
+
+// nlbAttributes are the NLB's managed attributes for spec. The bucket and prefix are set only
+// with logs on: AWS refuses an empty bucket, and turning logs off leaves them unchanged.
+func nlbAttributes(spec ServiceOptions) map[string]string {
+	out := maps.Clone(nlbDefaultAttributes)
+	if spec.CrossZone != nil {
+		out["load_balancing.cross_zone.enabled"] = strconv.FormatBool(*spec.CrossZone)
+	}
+	if al := spec.AccessLog; al.Enabled != nil && *al.Enabled {
+		out["access_logs.s3.enabled"] = "true"
+		out["access_logs.s3.bucket"] = al.Bucket
+		out["access_logs.s3.prefix"] = al.Prefix
+	}
+	return out
 }
 
 // nlbHealthCheck: HTTP /healthz on the health-check node port for externalTrafficPolicy: Local,

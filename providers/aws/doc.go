@@ -18,7 +18,11 @@
 //   - api.go: every AWS operation made, one consumer-side interface per resource, and the
 //     clients seam through which the resource files call them (tests inject fakes there);
 //   - tags.go: ownership, every tag read and written; names.go: the names of what is created;
-//     sets.go and errors.go: helpers the resource files share.
+//     adoption.go: taking over cloud-provider-aws's load balancers in place;
+//   - metrics.go and throttle.go: per-call counts, latency and retries; the client-side rate
+//     limits and the SDK retryer's settings; deploy/aws/iam-policy.json is derived from api.go
+//     (iampolicy_test.go);
+//   - sets.go and errors.go: helpers the resource files share.
 //
 // It owns what it creates through tags (tags.go), finds its resources by name and tags rather
 // than by memory, and converges on every call.

@@ -15,8 +15,16 @@ const (
 	schemeInternetFacing = "internet-facing"
 
 	defaultTLSPolicy = "ELBSecurityPolicy-2016-08"
-	healthzPath      = "/healthz"
-	trafficPort      = "traffic-port"
+
+	// Classic ELB attribute defaults, restored when the Service's annotation goes: those
+	// cloud-provider-aws applies (cross-zone off, idle timeout 60 s, draining and access logs
+	// off) and AWS's own for the values it leaves unset (draining timeout 300 s, access-log
+	// interval 60 min).
+	classicDefaultIdleTimeout     = 60
+	classicDefaultDrainingTimeout = 300
+	classicDefaultEmitInterval    = 60
+	healthzPath                   = "/healthz"
+	trafficPort                   = "traffic-port"
 )
 
 // desiredLB is one Service's load balancer as AWS should hold it.
@@ -42,15 +50,17 @@ type desiredLB struct {
 // nlbSpec is the NLB part of desiredLB.
 type nlbSpec struct {
 	Listeners []nlbListener // sorted by port
-	CrossZone *bool
 	// IPAddressType is ipv4 or dualstack.
 	IPAddressType string
 	// EIPAllocations or PrivateIPv4s, one per subnet, used when the NLB is created.
 	EIPAllocations []string
 	PrivateIPv4s   []string
-	// AccessLog holds the access_logs.s3.* attributes the Service sets.
-	AccessLog map[string]string
-	// TGAttributes are set on every target group.
+	// Attributes are the load-balancer attributes the provider manages (cross-zone, access
+	// logs): the Service's value, else the default (nlbDefaultAttributes), so that removing an
+	// annotation restores the default.
+	Attributes map[string]string
+	// TGAttributes are set on every target group: the Service's values over
+	// tgDefaultAttributes.
 	TGAttributes map[string]string
 }
 
@@ -84,25 +94,29 @@ type healthCheck struct {
 type classicSpec struct {
 	Listeners     []classicListener // sorted by port
 	HealthCheck   classicHealthCheck
-	CrossZone     *bool
-	IdleTimeout   *int32
 	ProxyProtocol bool
-	// Draining and DrainingTimeout (seconds) are set when the Service asks.
-	Draining        *bool
-	DrainingTimeout *int32
+	// The attributes are always complete: the Service's value, else the default
+	// (cloud-provider-aws's and AWS's), so that removing an annotation restores the default.
+	CrossZone   bool
+	IdleTimeout int32 // seconds
+	// Draining and DrainingTimeout (seconds): connection draining.
+	Draining        bool
+	DrainingTimeout int32
 	// SSLPolicy is the predefined policy of the TLS listeners; "" keeps the AWS default.
 	SSLPolicy string
 	// SecurityGroups replace the load balancer's own group when not empty.
 	SecurityGroups []string
 	// ExtraSecurityGroups are added to the load balancer's groups.
 	ExtraSecurityGroups []string
-	// AccessLog is set when the Service configures access logs.
-	AccessLog *classicAccessLog
+	// AccessLog: off unless the Service turns it on.
+	AccessLog classicAccessLog
 }
 
+// classicAccessLog is the access-log attribute; EmitInterval, Bucket and Prefix matter only
+// when Enabled (turning logs off leaves them as they are, as AWS does).
 type classicAccessLog struct {
 	Enabled      bool
-	EmitInterval *int32
+	EmitInterval int32 // minutes
 	Bucket       string
 	Prefix       string
 }

@@ -17,7 +17,6 @@ import (
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/portico-lb/portico/e2e/framework/moto"
 	"github.com/portico-lb/portico/providers"
@@ -73,8 +72,28 @@ func (f *fixture) addNode() providers.Node {
 	return n
 }
 
+// newRegistry is a fresh registry for the next provider's metrics. At the end of the test,
+// every operation that provider made must be granted by deploy/aws/iam-policy.json.
+func (f *fixture) newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	f.reg = reg
+	f.t.Cleanup(func() {
+		prev := f.reg
+		f.reg = reg
+		var ops []string
+		for op := range f.calls() {
+			ops = append(ops, op)
+		}
+		f.reg = prev
+		if missing := policyCovers(f.t, ops); len(missing) > 0 {
+			f.t.Errorf("the provider made calls deploy/aws/iam-policy.json does not grant: %v", missing)
+		}
+	})
+	return reg
+}
+
 func (f *fixture) provider(defaultType Kind) *Provider {
-	f.reg = prometheus.NewRegistry()
+	f.reg = f.newRegistry()
 	p, err := NewWithConfig(awsConfig(f.url), Options{
 		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,
 		ExtraTags: map[string]string{"team": "portico"},
@@ -86,7 +105,7 @@ func (f *fixture) provider(defaultType Kind) *Provider {
 // legacyProvider creates NLBs without security groups, as Portico did before the backend group:
 // their per-Service node rules are still maintained.
 func (f *fixture) legacyProvider(defaultType Kind) *Provider {
-	f.reg = prometheus.NewRegistry()
+	f.reg = f.newRegistry()
 	p, err := NewWithConfig(awsConfig(f.url), Options{
 		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,
 		ExtraTags: map[string]string{"team": "portico"}, sgLessNLBs: true,
@@ -101,20 +120,14 @@ func (f *fixture) calls() map[string]float64 {
 	must(f.t, err)
 	out := map[string]float64{}
 	for _, mf := range mfs {
+		if mf.GetName() != "portico_aws_api_calls_total" {
+			continue
+		}
 		for _, m := range mf.GetMetric() {
 			out[label(m, "service")+":"+label(m, "operation")] += m.GetCounter().GetValue()
 		}
 	}
 	return out
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 func must(t *testing.T, err error) {

@@ -131,7 +131,8 @@ func TestNLBAnnotationsMoto(t *testing.T) {
 		t.Errorf("dual stack without source ranges: the NLB's group lacks ::/0: %v", rules)
 	}
 
-	// Changes in place: an attribute back, dual stack off, the access log off.
+	// Changes in place: an attribute back, dual stack off, the access log off; the attributes
+	// no longer named return to AWS's defaults.
 	a.TargetGroupAttributes = map[string]string{"proxy_protocol_v2.enabled": "false"}
 	a.IPAddressType = "ipv4"
 	no := false
@@ -142,7 +143,7 @@ func TestNLBAnnotationsMoto(t *testing.T) {
 		t.Errorf("after the change: address type %s, access logs %s", got.ipType, got.attrs["access_logs.s3.enabled"])
 	}
 	for _, m := range got.tgAttrsAll {
-		if m["proxy_protocol_v2.enabled"] != "false" || m["deregistration_delay.timeout_seconds"] != "30" {
+		if m["proxy_protocol_v2.enabled"] != "false" || m["deregistration_delay.timeout_seconds"] != "300" {
 			t.Errorf("target-group attributes after the change: %v", m)
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/go-logr/logr/testr"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/portico-lb/portico/providers"
 )
@@ -37,7 +36,7 @@ type steadyProvider struct {
 }
 
 func (f *fixture) steadyProvider(defaultType Kind) *steadyProvider {
-	f.reg = prometheus.NewRegistry()
+	f.reg = f.newRegistry()
 	sp := &steadyProvider{}
 	sp.failOp.Store("")
 	cfg := awsConfig(f.url)

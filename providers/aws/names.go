@@ -19,19 +19,60 @@ func lbName(cluster string, ref providers.Ref, kind Kind, scheme string) string 
 	return shortName("k8s", ref.Name, hash(cluster, ref.UID, string(kind), scheme))
 }
 
+// cloudProviderName is the name cloud-provider-aws gives a Service's load balancer of either
+// kind: "a" and the UID without dashes, at most 32 characters.
+func cloudProviderName(ref providers.Ref) string {
+	n := "a" + strings.ReplaceAll(ref.UID, "-", "")
+	if len(n) > 32 {
+		n = n[:32]
+	}
+	return n
+}
+
+// adoptedName returns cloudProviderName(ref) when one of the Service's status hostnames names
+// cloud-provider-aws's load balancer of this kind and scheme: Portico then keeps that load
+// balancer (adoption.go) instead of creating its own. A Classic ELB's DNS name is
+// "[internal-]<name>-<id>.<region>.elb.amazonaws.com", an NLB's
+// "<name>-<id>.elb.<region>.amazonaws.com".
+func adoptedName(ref providers.Ref, kind Kind, scheme string, hostnames []string) (string, bool) {
+	name := cloudProviderName(ref)
+	for _, h := range hostnames {
+		label, rest, _ := strings.Cut(h, ".")
+		internal := strings.HasPrefix(label, "internal-")
+		label = strings.TrimPrefix(label, "internal-")
+		// moto leaves out the "-<id>".
+		if (label != name && !strings.HasPrefix(label, name+"-")) || internal != (scheme == schemeInternal) {
+			continue
+		}
+		classicForm := strings.HasSuffix(rest, ".elb.amazonaws.com")
+		if classicForm == (kind == Classic) {
+			return name, true
+		}
+	}
+	return "", false
+}
+
 // targetGroupName is the name of an NLB target group: it changes with what a target group
 // cannot change (protocol, port) and with the load balancer it belongs to.
 func targetGroupName(lbName string, protocol string, nodePort int32, port int32) string {
 	return shortName("k8s", "tg", hash(lbName, protocol, itoa(nodePort), itoa(port)))
 }
 
-// securityGroupName is the name of a Classic ELB's own security group i: the first is
+// securityGroupName is the name of a load balancer's own security group i: the first is
 // k8s-elb-<lb>, further ones (a source-range list longer than one group holds) k8s-elb-<lb>-<i>.
+//
+// A load balancer adopted from cloud-provider-aws (its name does not start with "k8s-") gets
+// groups named k8s-elb-portico-<lb>: cloud-provider-aws's own group holds k8s-elb-<lb>, with
+// rules Portico does not own; attaching Portico's groups detaches it.
 func securityGroupName(lbName string, i int) string {
-	if i == 0 {
-		return "k8s-elb-" + lbName
+	base := "k8s-elb-" + lbName
+	if !strings.HasPrefix(lbName, "k8s-") {
+		base = "k8s-elb-portico-" + lbName
 	}
-	return fmt.Sprintf("k8s-elb-%s-%d", lbName, i)
+	if i == 0 {
+		return base
+	}
+	return fmt.Sprintf("%s-%d", base, i)
 }
 
 func shortName(prefix, readable, h string) string {

@@ -63,7 +63,10 @@ func (p *Provider) findOrCreateNLB(ctx context.Context, ref providers.Ref, d des
 	}
 	rec := nlbRecord(cur, tags[aws.ToString(cur.LoadBalancerArn)])
 	if !ownedBy(rec.Tags, p.cluster, ref.UID) {
-		return nil, fmt.Errorf("load balancer %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+		if !adoptable(d.Name, rec.Tags, p.cluster, ref) {
+			return nil, fmt.Errorf("load balancer %s exists but is not tagged as owned by Service %s (uid %s) of cluster %s; not touching it", d.Name, ref, ref.UID, p.cluster)
+		}
+		p.log.Info("Adopting the NLB of cloud-provider-aws", "service", ref, "name", d.Name)
 	}
 	if err := p.tagNLB(ctx, rec, d.Tags); err != nil {
 		return nil, err
@@ -293,19 +296,10 @@ func (p *Provider) findNLB(ctx context.Context, name string) (*elbv2types.LoadBa
 	return nil, nil
 }
 
-// reconcileNLBAttributes sets the load-balancer attributes the Service asks for (cross-zone,
-// access logs); others keep their value.
+// reconcileNLBAttributes converges the load-balancer attributes the provider manages
+// (cross-zone, access logs): a key the Service does not set holds its default.
 func (p *Provider) reconcileNLBAttributes(ctx context.Context, d desiredLB, rec *lbRecord) error {
-	want := maps.Clone(d.NLB.AccessLog)
-	if d.NLB.CrossZone != nil {
-		if want == nil {
-			want = map[string]string{}
-		}
-		want["load_balancing.cross_zone.enabled"] = fmt.Sprint(*d.NLB.CrossZone)
-	}
-	if len(want) == 0 {
-		return nil
-	}
+	want := d.NLB.Attributes
 	api := p.api.nlb
 	out, err := api.DescribeLoadBalancerAttributes(ctx, &elbv2.DescribeLoadBalancerAttributesInput{LoadBalancerArn: aws.String(rec.ARN)})
 	if err != nil {

@@ -19,7 +19,8 @@ import (
 var Plugin = providers.Plugin{
 	Name: "aws",
 	NewConfig: func() providers.Config {
-		return &Config{DefaultType: string(Classic), VerifyPeriod: metav1.Duration{Duration: DefaultVerifyPeriod}}
+		return &Config{DefaultType: string(Classic), VerifyPeriod: metav1.Duration{Duration: DefaultVerifyPeriod},
+			MaxRetries: DefaultMaxRetries, MaxBackoff: metav1.Duration{Duration: DefaultMaxBackoff}}
 	},
 }
 
@@ -46,6 +47,17 @@ type Config struct {
 	// Service costs only its share of one batched read per 20 load balancers. A restart and any
 	// failed Ensure verify at once. Default 1h.
 	VerifyPeriod metav1.Duration `json:"verifyPeriod,omitempty"`
+	// APIThrottle limits the AWS API on the client side, one token bucket per rule
+	// "<service>:<operation regexp>=<rate>:<burst>" (service IDs "EC2", "Elastic Load
+	// Balancing", "Elastic Load Balancing v2"; the first matching rule applies; retries wait
+	// too). Default: none.
+	APIThrottle []string `json:"apiThrottle,omitempty"`
+	// MaxRetries is how often a failed AWS call (throttling, a transient error) is retried by
+	// the SDK's standard retryer, with exponential backoff and jitter up to MaxBackoff.
+	// Default 2 (the SDK's 3 attempts).
+	MaxRetries int `json:"maxRetries"`
+	// MaxBackoff is the longest wait between two attempts, 1s-10m. Default (or 0) 20s.
+	MaxBackoff metav1.Duration `json:"maxBackoff,omitempty"`
 }
 
 // BindFlags registers the --aws-* flags.
@@ -66,6 +78,17 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.VerifyPeriod.Duration, "aws-verify-period", c.VerifyPeriod.Duration, "how often an unchanged load balancer is read back in full and repaired (drift made outside Portico)")
+	fs.Func("aws-api-throttle", `client-side AWS API rate limits, comma-separated "<service>:<operation regexp>=<rate>:<burst>", e.g. "Elastic Load Balancing v2:RegisterTargets|DeregisterTargets=4:20,EC2:Describe.*=10:40"`, func(s string) error {
+		c.APIThrottle = splitComma(s)
+		for _, r := range c.APIThrottle {
+			if _, err := ParseThrottleRule(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	fs.IntVar(&c.MaxRetries, "aws-max-retries", c.MaxRetries, "retries of a failed AWS call (throttling, transient errors) by the SDK's standard retryer")
+	fs.DurationVar(&c.MaxBackoff.Duration, "aws-max-backoff", c.MaxBackoff.Duration, "longest backoff between two attempts of an AWS call")
 	fs.Func("aws-security-groups", "comma-separated security group IDs attached to Classic ELBs instead of one group per load balancer", func(s string) error {
 		c.SecurityGroups = splitComma(s)
 		return nil
@@ -110,6 +133,17 @@ func (c *Config) Validate(root *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(root.Child("securityGroups").Index(i), s, "must be a security group ID such as sg-0123abcd"))
 		}
 	}
+	for i, r := range c.APIThrottle {
+		if _, err := ParseThrottleRule(r); err != nil {
+			errs = append(errs, field.Invalid(root.Child("apiThrottle").Index(i), r, err.Error()))
+		}
+	}
+	if c.MaxRetries < 0 || c.MaxRetries > 50 {
+		errs = append(errs, field.Invalid(root.Child("maxRetries"), c.MaxRetries, "must be 0-50"))
+	}
+	if d := c.MaxBackoff.Duration; d != 0 && (d < time.Second || d > 10*time.Minute) {
+		errs = append(errs, field.Invalid(root.Child("maxBackoff"), c.MaxBackoff.Duration.String(), "must be 1s-10m"))
+	}
 	if c.VerifyPeriod.Duration < time.Minute {
 		errs = append(errs, field.Invalid(root.Child("verifyPeriod"), c.VerifyPeriod.Duration.String(), "must be at least 1m"))
 	}
@@ -125,6 +159,15 @@ func (c *Config) New(ctx context.Context, env providers.Env) (providers.Provider
 	if err != nil {
 		return nil, err
 	}
+	var rules []ThrottleRule
+	for _, s := range c.APIThrottle {
+		r, err := ParseThrottleRule(s)
+		if err != nil {
+			return nil, err
+		}
+		rules = append(rules, r)
+	}
+	retries := c.MaxRetries
 	return NewWithConfig(awsCfg, Options{
 		ClusterName:    env.ClusterName,
 		Endpoint:       c.Endpoint,
@@ -135,6 +178,9 @@ func (c *Config) New(ctx context.Context, env providers.Env) (providers.Provider
 		Logger:         env.Logger,
 		Metrics:        env.Metrics,
 		VerifyPeriod:   c.VerifyPeriod.Duration,
+		Throttle:       rules,
+		MaxRetries:     &retries,
+		MaxBackoff:     c.MaxBackoff.Duration,
 	})
 }
 

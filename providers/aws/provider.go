@@ -27,11 +27,18 @@ type Options struct {
 	Subnets        []string
 	SecurityGroups []string
 	Logger         logr.Logger
-	// Metrics receives portico_aws_api_calls_total; nil registers nothing.
+	// Metrics receives the portico_aws_api_* metrics (metrics.go); nil registers nothing.
 	Metrics prometheus.Registerer
 	// VerifyPeriod is how often a load balancer whose desired state did not change is fully read
 	// back and repaired (applied.go). Zero means DefaultVerifyPeriod.
 	VerifyPeriod time.Duration
+	// Throttle limits the rate of matching AWS operations on the client side (throttle.go).
+	Throttle []ThrottleRule
+	// MaxRetries, when not nil, is how often the SDK's standard retryer retries a failed
+	// attempt, with backoff up to MaxBackoff (zero: DefaultMaxBackoff). Nil keeps the
+	// configuration's retryer.
+	MaxRetries *int
+	MaxBackoff time.Duration
 	// now is the clock (tests move it); nil means time.Now.
 	now func() time.Time
 	// sgLessNLBs creates NLBs without security groups, as Portico did before the backend
@@ -60,7 +67,7 @@ var _ providers.Provider = (*Provider)(nil)
 
 // loadAWSConfig reads the SDK's default configuration chain (environment, shared files, web
 // identity, container and instance credentials). Retries and their backoff, throttling
-// included, are the SDK's standard retryer.
+// included, are the SDK's standard retryer, configured by Options.MaxRetries and MaxBackoff.
 func loadAWSConfig(ctx context.Context, region string) (aws.Config, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	if region != "" {
@@ -91,6 +98,16 @@ func NewWithConfig(cfg aws.Config, opts Options) (*Provider, error) {
 	}
 	cfg = cfg.Copy()
 	cfg.APIOptions = append(cfg.APIOptions, calls.middleware)
+	if len(opts.Throttle) > 0 {
+		cfg.APIOptions = append(cfg.APIOptions, newThrottle(opts.Throttle, calls).middleware)
+	}
+	if opts.MaxRetries != nil {
+		backoff := opts.MaxBackoff
+		if backoff == 0 {
+			backoff = DefaultMaxBackoff
+		}
+		cfg.Retryer = retryer(*opts.MaxRetries, backoff)
+	}
 	if opts.Endpoint != "" {
 		cfg.BaseEndpoint = aws.String(opts.Endpoint)
 	}
@@ -344,12 +361,16 @@ func (p *Provider) deleteLoadBalancer(ctx context.Context, ref providers.Ref, ki
 }
 
 // findOwnedLBs returns the load balancers of both kinds tagged as owned for ref. A Service's
-// load balancers can only have one of four names (lbName: two kinds, two schemes), so they are
-// described by name: a constant number of calls however many load balancers the region holds.
+// load balancers can only have one of four names (lbName: two kinds, two schemes), or the one
+// cloud-provider-aws gave a load balancer Portico adopted (adoption.go), so they are described
+// by name: a constant number of calls however many load balancers the region holds.
 func (p *Provider) findOwnedLBs(ctx context.Context, ref providers.Ref) ([]lbRecord, error) {
 	var out []lbRecord
-	for _, scheme := range []string{schemeInternetFacing, schemeInternal} {
+	for _, scheme := range []string{schemeInternetFacing, schemeInternal, ""} {
 		name := lbName(p.cluster, ref, NLB, scheme)
+		if scheme == "" {
+			name = cloudProviderName(ref)
+		}
 		lb, err := p.findNLB(ctx, name)
 		if err != nil {
 			return nil, err
@@ -364,7 +385,9 @@ func (p *Provider) findOwnedLBs(ctx context.Context, ref providers.Ref) ([]lbRec
 				out = append(out, *nlbRecord(lb, tags[arn]))
 			}
 		}
-		name = lbName(p.cluster, ref, Classic, scheme)
+		if scheme != "" {
+			name = lbName(p.cluster, ref, Classic, scheme)
+		}
 		clb, err := p.findClassic(ctx, name)
 		if err != nil {
 			return nil, err

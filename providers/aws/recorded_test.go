@@ -140,9 +140,11 @@ func TestClassicMissingLBRecorded(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	c := &Config{Region: "nowhere", Endpoint: "ftp://x", DefaultType: "alb", ExtraTags: map[string]string{"aws:x": "1"},
-		Subnets: []string{"sub-1"}, SecurityGroups: []string{"group"}, VerifyPeriod: metav1.Duration{Duration: time.Second}}
+		Subnets: []string{"sub-1"}, SecurityGroups: []string{"group"}, VerifyPeriod: metav1.Duration{Duration: time.Second},
+		APIThrottle: []string{"EC2:Describe.*=10:40", "EC2=1:1"}, MaxRetries: -1, MaxBackoff: metav1.Duration{Duration: time.Millisecond}}
 	errs := c.Validate(field.NewPath("providers", "aws"))
-	want := []string{"providers.aws.region", "providers.aws.endpoint", "providers.aws.defaultType", "providers.aws.extraTags[aws:x]", "providers.aws.subnets[0]", "providers.aws.securityGroups[0]", "providers.aws.verifyPeriod"}
+	want := []string{"providers.aws.region", "providers.aws.endpoint", "providers.aws.defaultType", "providers.aws.extraTags[aws:x]", "providers.aws.subnets[0]", "providers.aws.securityGroups[0]",
+		"providers.aws.apiThrottle[1]", "providers.aws.maxRetries", "providers.aws.maxBackoff", "providers.aws.verifyPeriod"}
 	if len(errs) != len(want) {
 		t.Fatalf("errors %v, want one for each of %v", errs, want)
 	}

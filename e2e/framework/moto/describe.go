@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -23,13 +24,17 @@ type LoadBalancer struct {
 	Scheme string
 	Tags   map[string]string
 	// Attrs: the ELBv2 load-balancer attributes; for a Classic ELB "cross_zone" = "true" or
-	// "false".
+	// "false", "idle_timeout" (seconds), "draining" ("<enabled>/<timeout>") and "access_log"
+	// ("false", or "true/<interval>/<bucket>/<prefix>").
 	Attrs map[string]string
 	// Listeners, sorted by port and protocol.
 	Listeners []Listener
 	// Classic ELB only: the registered instances (sorted) and the health-check target.
 	Instances   []string
 	HealthCheck string
+	// HealthCheckTiming is "<interval>/<timeout>/<healthy>/<unhealthy>" (Classic ELB here, an
+	// ELBv2 target group's on its Listener).
+	HealthCheckTiming string
 	// Classic ELB only: the backend-server policy names by instance port (PROXY protocol).
 	BackendPolicies map[int32][]string
 	// SecurityGroups attached to the load balancer itself (Classic ELB; an NLB created with
@@ -50,6 +55,8 @@ type Listener struct {
 	TargetGroup string
 	Targets     []string // instance IDs, sorted
 	HealthCheck string   // "TCP:traffic-port", "HTTP:32000/healthz"
+	// HealthCheckTiming is "<interval>/<timeout>/<healthy>/<unhealthy>".
+	HealthCheckTiming string
 	// TargetGroupAttrs: the target group's attributes (proxy_protocol_v2.enabled ...).
 	TargetGroupAttrs map[string]string
 }
@@ -97,7 +104,7 @@ func (s *Server) LoadBalancers(ctx context.Context) ([]LoadBalancer, error) {
 // LoadBalancerByDNS reads the load balancer whose DNS name is dns, or nil when moto holds none.
 // Only that one is described in full.
 func (s *Server) LoadBalancerByDNS(ctx context.Context, dns string) (*LoadBalancer, error) {
-	lbs, err := s.describeLBs(ctx, func(d string) bool { return d == dns })
+	lbs, err := s.describeLBs(ctx, func(d string) bool { return sameDNS(d, dns) })
 	if err != nil || len(lbs) == 0 {
 		return nil, err
 	}
@@ -109,10 +116,29 @@ func (s *Server) LoadBalancerByDNS(ctx context.Context, dns string) (*LoadBalanc
 func (s *Server) HoldsLoadBalancer(ctx context.Context, dns string) (bool, error) {
 	found := false
 	_, err := s.describeLBs(ctx, func(d string) bool {
-		found = found || d == dns
+		found = found || sameDNS(d, dns)
 		return false
 	})
 	return found, err
+}
+
+// sameDNS reports whether moto's DNS name d is dns, also in the form AWS gives an NLB
+// ("<name>-<id>.elb.<region>.amazonaws.com", which Proxy.AWSDefaults answers with) where moto
+// says "<name>-<id>.<region>.elb.amazonaws.com".
+func sameDNS(d, dns string) bool { return d == dns || nlbDNS(d) == dns }
+
+// nlbDNS turns moto's "<host>.<region>.elb.amazonaws.com" into AWS's NLB form
+// "<host>.elb.<region>.amazonaws.com"; other names are returned as they are.
+func nlbDNS(d string) string {
+	rest, ok := strings.CutSuffix(d, ".elb.amazonaws.com")
+	if !ok {
+		return d
+	}
+	i := strings.LastIndex(rest, ".")
+	if i < 0 {
+		return d
+	}
+	return rest[:i] + ".elb." + rest[i+1:] + ".amazonaws.com"
 }
 
 // describeLBs lists the load balancers of both kinds and describes in full those whose DNS
@@ -182,8 +208,9 @@ func (s *Server) describeClassic(ctx context.Context, cl *elb.Client, d elbtypes
 		lb.Instances = append(lb.Instances, aws.ToString(in.InstanceId))
 	}
 	sort.Strings(lb.Instances)
-	if d.HealthCheck != nil {
-		lb.HealthCheck = aws.ToString(d.HealthCheck.Target)
+	if h := d.HealthCheck; h != nil {
+		lb.HealthCheck = aws.ToString(h.Target)
+		lb.HealthCheckTiming = fmt.Sprintf("%d/%d/%d/%d", aws.ToInt32(h.Interval), aws.ToInt32(h.Timeout), aws.ToInt32(h.HealthyThreshold), aws.ToInt32(h.UnhealthyThreshold))
 	}
 	for _, b := range d.BackendServerDescriptions {
 		lb.BackendPolicies[aws.ToInt32(b.InstancePort)] = b.PolicyNames
@@ -192,8 +219,22 @@ func (s *Server) describeClassic(ctx context.Context, cl *elb.Client, d elbtypes
 	if err != nil {
 		return lb, fmt.Errorf("describing attributes of %s: %w", lb.Name, err)
 	}
-	if a := attrs.LoadBalancerAttributes; a != nil && a.CrossZoneLoadBalancing != nil {
-		lb.Attrs["cross_zone"] = fmt.Sprint(a.CrossZoneLoadBalancing.Enabled)
+	if a := attrs.LoadBalancerAttributes; a != nil {
+		if a.CrossZoneLoadBalancing != nil {
+			lb.Attrs["cross_zone"] = fmt.Sprint(a.CrossZoneLoadBalancing.Enabled)
+		}
+		if a.ConnectionSettings != nil {
+			lb.Attrs["idle_timeout"] = fmt.Sprint(aws.ToInt32(a.ConnectionSettings.IdleTimeout))
+		}
+		if d := a.ConnectionDraining; d != nil {
+			lb.Attrs["draining"] = fmt.Sprintf("%v/%d", d.Enabled, aws.ToInt32(d.Timeout))
+		}
+		if l := a.AccessLog; l != nil {
+			lb.Attrs["access_log"] = "false"
+			if l.Enabled {
+				lb.Attrs["access_log"] = fmt.Sprintf("true/%d/%s/%s", aws.ToInt32(l.EmitInterval), aws.ToString(l.S3BucketName), aws.ToString(l.S3BucketPrefix))
+			}
+		}
 	}
 	tags, err := cl.DescribeTags(ctx, &elb.DescribeTagsInput{LoadBalancerNames: []string{lb.Name}})
 	if err != nil {
@@ -268,6 +309,8 @@ func (s *Server) describeTargetGroup(ctx context.Context, v2 *elbv2.Client, arn 
 		if tg.HealthCheckProtocol == "HTTP" || tg.HealthCheckProtocol == "HTTPS" {
 			l.HealthCheck += aws.ToString(tg.HealthCheckPath)
 		}
+		l.HealthCheckTiming = fmt.Sprintf("%d/%d/%d/%d", aws.ToInt32(tg.HealthCheckIntervalSeconds), aws.ToInt32(tg.HealthCheckTimeoutSeconds),
+			aws.ToInt32(tg.HealthyThresholdCount), aws.ToInt32(tg.UnhealthyThresholdCount))
 	}
 	th, err := v2.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: aws.String(arn)})
 	if err != nil {

@@ -10,10 +10,13 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 )
 
 // Fault is what the proxy does to a call a Rule selects.
@@ -85,6 +88,22 @@ type Proxy struct {
 	calls  Calls
 	faults Calls
 	onCall func(Call)
+	// awsDefaults: fill in what AWS gives a new resource and moto does not (AWSDefaults).
+	awsDefaults bool
+}
+
+// AWSDefaults makes the proxy answer as AWS does where moto 5.2.5 does not, in two places
+// cloud-provider-aws depends on: a Classic ELB created through it gets AWS's default health
+// check (TCP on the first listener's instance port, interval 30 s, timeout 5 s, healthy 10,
+// unhealthy 2) before the create is answered (cloud-provider-aws dereferences it; against bare
+// moto it panics); and NLB DNS names are answered in AWS's form
+// "<name>-<id>.elb.<region>.amazonaws.com" (moto's "<region>.elb.amazonaws.com" form is the
+// Classic one, and cloud-provider-aws refuses every later update of such an NLB as a change of
+// kind). LoadBalancerByDNS accepts both forms.
+func (p *Proxy) AWSDefaults() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.awsDefaults = true
 }
 
 // Proxy starts a fault-injecting proxy in front of s, closed when t ends.
@@ -169,6 +188,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	hook := p.onCall
+	defaults := p.awsDefaults
 	p.mu.Unlock()
 	if hook != nil {
 		hook(call)
@@ -188,8 +208,64 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		if defaults && call.Service == ServiceELB && call.Action == "CreateLoadBalancer" {
+			p.createClassic(w, r, body)
+			return
+		}
+		if defaults && call.Service == ServiceELBv2 && (call.Action == "CreateLoadBalancer" || call.Action == "DescribeLoadBalancers") {
+			p.nlbDNSNames(w, r)
+			return
+		}
 		p.rp.ServeHTTP(w, r)
 	}
+}
+
+var dnsNameRE = regexp.MustCompile(`<DNSName>([^<]+)</DNSName>`)
+
+// nlbDNSNames forwards an ELBv2 call and answers with every DNS name in AWS's NLB form
+// (moto gives NLBs the Classic form, which cloud-provider-aws takes for a Classic ELB).
+func (p *Proxy) nlbDNSNames(w http.ResponseWriter, r *http.Request) {
+	r.Header.Del("Accept-Encoding")
+	rec := httptest.NewRecorder()
+	p.rp.ServeHTTP(rec, r)
+	out := dnsNameRE.ReplaceAllFunc(rec.Body.Bytes(), func(m []byte) []byte {
+		name := dnsNameRE.FindSubmatch(m)[1]
+		return []byte("<DNSName>" + nlbDNS(string(name)) + "</DNSName>")
+	})
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(out)
+}
+
+// createClassic forwards a Classic CreateLoadBalancer and, when it succeeded, configures AWS's
+// default health check before answering.
+func (p *Proxy) createClassic(w http.ResponseWriter, r *http.Request, body []byte) {
+	rec := httptest.NewRecorder()
+	p.rp.ServeHTTP(rec, r)
+	if rec.Code < 300 {
+		form, err := url.ParseQuery(string(body))
+		if err == nil && form.Get("LoadBalancerName") != "" {
+			port := form.Get("Listeners.member.1.InstancePort")
+			cl := elb.NewFromConfig(p.srv.harnessConfig())
+			_, err = cl.ConfigureHealthCheck(r.Context(), &elb.ConfigureHealthCheckInput{
+				LoadBalancerName: aws.String(form.Get("LoadBalancerName")),
+				HealthCheck: &elbtypes.HealthCheck{Target: aws.String("TCP:" + port), Interval: aws.Int32(30), Timeout: aws.Int32(5),
+					HealthyThreshold: aws.Int32(10), UnhealthyThreshold: aws.Int32(2)},
+			})
+		}
+		if err != nil {
+			http.Error(w, "moto proxy: default health check: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
 const requestID = "00000000-0000-4000-8000-000000000000"

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 
 	"github.com/portico-lb/portico/e2e/framework/cluster"
+	"github.com/portico-lb/portico/e2e/framework/cpaws"
 	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/moto"
 )
@@ -43,7 +44,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testCluster = c
+	// cloud-provider-aws (the parity and adoption tests' anchor) builds in the background on a
+	// cold cache while the other tests run; those tests wait for it (cpaws.Ensure's lock).
+	warm, stopWarm := context.WithCancel(context.Background())
+	go func() { _, _ = cpaws.Ensure(warm, cpaws.Options{}) }()
 	code := m.Run()
+	stopWarm()
 	if err := moto.StopShared(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping moto:", err)
 		code = 1
