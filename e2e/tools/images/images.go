@@ -145,7 +145,7 @@ func buildBinaries(ctx context.Context, dir, version string, names []string) err
 	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags",
 		"-s -w -X github.com/portico-lb/portico/internal/version.version=" + version, "-o", dir + "/"}
 	for _, n := range names {
-		args = append(args, "./cmd/"+n)
+		args = append(args, "github.com/portico-lb/portico/cmd/"+n)
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
