@@ -17,7 +17,7 @@ CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 # VERSION is what the binaries print with --version (internal/version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: help prereqs build generate test test-unit test-e2e bench bench-scale lint tools demo clean-lab
+.PHONY: help prereqs build images chart generate test test-unit test-e2e bench bench-scale lint tools demo clean-lab
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,6 +28,12 @@ prereqs: ## check, and as root on Debian install, what tests and demo need: Debi
 build: ## build every binary into ./bin, stamped with the version git describe gives (--version)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -ldflags "-X github.com/portico-lb/portico/internal/version.version=$(VERSION)" -o $(BIN)/ ./cmd/...
+
+images: ## build the container images as OCI archives into $(BIN)/images, tagged $(VERSION) (no Docker, no registry; e2e/tools/images)
+	$(GO) run ./e2e/tools/images -version $(VERSION) -out $(BIN)/images
+
+chart: ## render the plain manifests in deploy/ (and the chart's CRDs) from the Helm chart deploy/chart/portico
+	$(GO) test ./deploy -run TestRenderedManifests -update -count=1
 
 generate: ## regenerate deepcopy code and CRD manifests (deploy/crds) from api/
 	$(GO) run $(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=deploy/crds

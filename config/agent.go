@@ -57,6 +57,8 @@ type Agent struct {
 	// Membership configures the node-liveness gossip every announcer and the dead-node
 	// endpoint filter rely on.
 	Membership Membership
+	// ConfigFile is the AgentConfiguration file (--config) Complete loads; empty: flags only.
+	ConfigFile string
 }
 
 // NodePortAddresses restricts NodePorts to node addresses within CIDRs, plus the node's primary
@@ -139,6 +141,7 @@ func DefaultAgent() Agent {
 // BindFlags registers the agent's flags on fs. Names portico-agent used before it took
 // kube-proxy's stay as deprecated aliases.
 func (c *Agent) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "AgentConfiguration file (apiVersion "+AgentConfigurationAPIVersion+"); flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster or $KUBECONFIG")
 	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's)")
 	fs.StringVar(&c.NodeName, "hostname-override", c.NodeName, "name of this node's Node object (default: the hostname)")

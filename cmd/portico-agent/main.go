@@ -24,6 +24,7 @@ func main() {
 	cli := config.NewCLI(name)
 	cfg.BindFlags(cli.Flags())
 	config.ExitOnError(name, cli.Parse(os.Args[1:]))
+	config.ExitOnError(name, cfg.Complete(cli.Flags()))
 	config.ExitOnError(name, cfg.Validate())
 	logger := klog.Background()
 

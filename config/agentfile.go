@@ -1,0 +1,178 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// The versioned kind of portico-agent's --config file, as kube-proxy's
+// KubeProxyConfiguration.
+const (
+	AgentConfigurationAPIVersion = "config.portico-lb.io/v1alpha1"
+	AgentConfigurationKind       = "AgentConfiguration"
+)
+
+// AgentConfiguration is portico-agent's --config file: every setting a flag also has, under
+// the keys below (kube-proxy's names where kube-proxy has the setting). It is decoded
+// strictly: an unknown or repeated key, a wrong apiVersion or kind is a startup error. Flags
+// given on the command line override the file's values (as portico-controller's --config);
+// --cleanup and --config itself exist only as flags.
+//
+//	apiVersion: config.portico-lb.io/v1alpha1
+//	kind: AgentConfiguration
+//	master: https://198.18.0.10:6443
+//	clusterCIDRs: [10.244.0.0/16]
+//	iptables: {syncPeriod: 30s, minSyncPeriod: 1s}
+//	announce: [l2]
+//	membership: {enabled: true, secretFile: /etc/portico/membership/secret}
+type AgentConfiguration struct {
+	metav1.TypeMeta `json:",inline"`
+
+	Kubeconfig         *string            `json:"kubeconfig,omitempty"`
+	Master             *string            `json:"master,omitempty"`
+	HostnameOverride   *string            `json:"hostnameOverride,omitempty"`
+	Mode               *string            `json:"mode,omitempty"`
+	HealthzBindAddress *string            `json:"healthzBindAddress,omitempty"`
+	MetricsBindAddress *string            `json:"metricsBindAddress,omitempty"`
+	NodePortAddresses  []string           `json:"nodePortAddresses,omitempty"`
+	ClusterCIDRs       []string           `json:"clusterCIDRs,omitempty"`
+	IPTables           *AgentIPTablesFile `json:"iptables,omitempty"`
+	Announce           []string           `json:"announce,omitempty"`
+	Membership         *MembershipFile    `json:"membership,omitempty"`
+}
+
+// AgentIPTablesFile is the iptables section of AgentConfiguration.
+type AgentIPTablesFile struct {
+	SyncPeriod    *metav1.Duration `json:"syncPeriod,omitempty"`
+	MinSyncPeriod *metav1.Duration `json:"minSyncPeriod,omitempty"`
+	MasqueradeAll *bool            `json:"masqueradeAll,omitempty"`
+	MasqueradeBit *int32           `json:"masqueradeBit,omitempty"`
+	Path          *string          `json:"path,omitempty"`
+	IP6Path       *string          `json:"ip6Path,omitempty"`
+}
+
+// MembershipFile is the membership section of AgentConfiguration.
+type MembershipFile struct {
+	Enabled                 *bool            `json:"enabled,omitempty"`
+	BindAddress             *string          `json:"bindAddress,omitempty"`
+	Port                    *int32           `json:"port,omitempty"`
+	SecretFile              *string          `json:"secretFile,omitempty"`
+	ProbeInterval           *metav1.Duration `json:"probeInterval,omitempty"`
+	ProbeTimeout            *metav1.Duration `json:"probeTimeout,omitempty"`
+	GossipInterval          *metav1.Duration `json:"gossipInterval,omitempty"`
+	RejoinInterval          *metav1.Duration `json:"rejoinInterval,omitempty"`
+	SuspicionMult           *int32           `json:"suspicionMult,omitempty"`
+	SuspicionMaxTimeoutMult *int32           `json:"suspicionMaxTimeoutMult,omitempty"`
+}
+
+// setting is one key of the file that is present: its path and the flag value it stands for.
+type setting struct{ key, flag, value string }
+
+// settings lists the keys present in the file, in file order of the struct.
+func (f *AgentConfiguration) settings() []setting {
+	var out []setting
+	str := func(key, flag string, v *string) {
+		if v != nil {
+			out = append(out, setting{key, flag, *v})
+		}
+	}
+	list := func(key, flag string, v []string) {
+		if v != nil {
+			out = append(out, setting{key, flag, strings.Join(v, ",")})
+		}
+	}
+	dur := func(key, flag string, v *metav1.Duration) {
+		if v != nil {
+			out = append(out, setting{key, flag, v.Duration.String()})
+		}
+	}
+	boolean := func(key, flag string, v *bool) {
+		if v != nil {
+			out = append(out, setting{key, flag, strconv.FormatBool(*v)})
+		}
+	}
+	integer := func(key, flag string, v *int32) {
+		if v != nil {
+			out = append(out, setting{key, flag, strconv.Itoa(int(*v))})
+		}
+	}
+	str("kubeconfig", "kubeconfig", f.Kubeconfig)
+	str("master", "master", f.Master)
+	str("hostnameOverride", "hostname-override", f.HostnameOverride)
+	str("mode", "proxy-mode", f.Mode)
+	str("healthzBindAddress", "healthz-bind-address", f.HealthzBindAddress)
+	str("metricsBindAddress", "metrics-bind-address", f.MetricsBindAddress)
+	list("nodePortAddresses", "nodeport-addresses", f.NodePortAddresses)
+	list("clusterCIDRs", "cluster-cidr", f.ClusterCIDRs)
+	if ip := f.IPTables; ip != nil {
+		dur("iptables.syncPeriod", "iptables-sync-period", ip.SyncPeriod)
+		dur("iptables.minSyncPeriod", "iptables-min-sync-period", ip.MinSyncPeriod)
+		boolean("iptables.masqueradeAll", "masquerade-all", ip.MasqueradeAll)
+		integer("iptables.masqueradeBit", "iptables-masquerade-bit", ip.MasqueradeBit)
+		str("iptables.path", "iptables", ip.Path)
+		str("iptables.ip6Path", "ip6tables", ip.IP6Path)
+	}
+	list("announce", "announce", f.Announce)
+	if m := f.Membership; m != nil {
+		boolean("membership.enabled", "membership", m.Enabled)
+		str("membership.bindAddress", "membership-bind-address", m.BindAddress)
+		integer("membership.port", "membership-port", m.Port)
+		str("membership.secretFile", "membership-secret-file", m.SecretFile)
+		dur("membership.probeInterval", "membership-probe-interval", m.ProbeInterval)
+		dur("membership.probeTimeout", "membership-probe-timeout", m.ProbeTimeout)
+		dur("membership.gossipInterval", "membership-gossip-interval", m.GossipInterval)
+		dur("membership.rejoinInterval", "membership-rejoin-interval", m.RejoinInterval)
+		integer("membership.suspicionMult", "membership-suspicion-mult", m.SuspicionMult)
+		integer("membership.suspicionMaxTimeoutMult", "membership-suspicion-max-timeout-mult", m.SuspicionMaxTimeoutMult)
+	}
+	return out
+}
+
+// LoadAgentConfiguration reads and strictly decodes an AgentConfiguration file.
+func LoadAgentConfiguration(path string) (*AgentConfiguration, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config file: %w", err)
+	}
+	var f AgentConfiguration
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	if f.APIVersion != AgentConfigurationAPIVersion || f.Kind != AgentConfigurationKind {
+		return nil, fmt.Errorf("config file %s: apiVersion %q, kind %q: want apiVersion %s, kind %s", path, f.APIVersion, f.Kind, AgentConfigurationAPIVersion, AgentConfigurationKind)
+	}
+	return &f, nil
+}
+
+// Complete loads --config (if given) and applies the flags explicitly set on fs over it. Call
+// it after fs.Parse and before Validate.
+func (c *Agent) Complete(fs *pflag.FlagSet) error {
+	if c.ConfigFile == "" {
+		return nil
+	}
+	f, err := LoadAgentConfiguration(c.ConfigFile)
+	if err != nil {
+		return err
+	}
+	type given struct{ name, value string }
+	var cmdline []given
+	fs.Visit(func(fl *pflag.Flag) { cmdline = append(cmdline, given{fl.Name, fl.Value.String()}) })
+	for _, s := range f.settings() {
+		if err := fs.Set(s.flag, s.value); err != nil {
+			return fmt.Errorf("config file %s: %s: %w", c.ConfigFile, s.key, err)
+		}
+	}
+	// Flags given on the command line win over the file.
+	for _, g := range cmdline {
+		if err := fs.Set(g.name, g.value); err != nil {
+			return fmt.Errorf("applying --%s: %w", g.name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,462 @@
+package deploy
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"sigs.k8s.io/yaml"
+
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+)
+
+// baseValues are the smallest valid values: the controller needs its classes.
+func baseValues() map[string]any {
+	return map[string]any{"controller": map[string]any{"classes": map[string]any{"portico-lb.io/baremetal": "baremetal"}}}
+}
+
+// with returns base with the dotted key set to v (creating maps on the way).
+func with(base map[string]any, key string, v any) map[string]any {
+	m := base
+	parts := strings.Split(key, ".")
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = v
+	return base
+}
+
+// objects decodes every rendered document, by "Kind/name".
+func objects(t *testing.T, out map[string]string) map[string]*unstructured.Unstructured {
+	t.Helper()
+	objs := map[string]*unstructured.Unstructured{}
+	for name, m := range out {
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(m), 4096)
+		for {
+			var o map[string]any
+			if err := dec.Decode(&o); err != nil {
+				if err.Error() == "EOF" {
+					break
+				}
+				t.Fatalf("%s: %v", name, err)
+			}
+			if len(o) == 0 {
+				continue
+			}
+			u := &unstructured.Unstructured{Object: o}
+			key := u.GetKind() + "/" + u.GetName()
+			if _, dup := objs[key]; dup {
+				t.Fatalf("%s rendered twice", key)
+			}
+			objs[key] = u
+		}
+	}
+	return objs
+}
+
+// typed converts a rendered object to its Go type, refusing unknown fields.
+func typed[T any](t *testing.T, objs map[string]*unstructured.Unstructured, key string) *T {
+	t.Helper()
+	u, ok := objs[key]
+	if !ok {
+		t.Fatalf("%s not rendered (have %v)", key, slices.Sorted(mapKeys(objs)))
+	}
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, out, true); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return out
+}
+
+func mustRender(t *testing.T, vals map[string]any) map[string]*unstructured.Unstructured {
+	t.Helper()
+	out, err := render(loadChart(t), vals, renderOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objects(t, out)
+}
+
+// TestLint runs Helm's linter on the chart with the plain manifests' values and with the
+// smallest valid values: no error or warning.
+func TestLint(t *testing.T) {
+	for name, vals := range map[string]map[string]any{"manifests": readValues(t, "manifests-values.yaml"), "minimal": baseValues()} {
+		res := lint.RunAll(chartDir, vals, namespace)
+		for _, m := range res.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("%s values: %s", name, m)
+			}
+		}
+	}
+}
+
+// TestSchemaRefusesBadValues: a wrong value fails at install, naming the value.
+func TestSchemaRefusesBadValues(t *testing.T) {
+	ch := loadChart(t)
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		want string
+	}{
+		{"no class and no classless provider", map[string]any{}, "controller"},
+		{"unknown provider", with(baseValues(), "controller.classes", map[string]any{"portico-lb.io/x": "gce"}), "/controller/classes/portico-lb.io~1x"},
+		{"bad class", with(baseValues(), "controller.classes", map[string]any{"Not A Class!": "baremetal"}), "Not A Class!"},
+		{"unknown key", with(baseValues(), "controller.replica", 3), "replica"},
+		{"replicas a string", with(baseValues(), "controller.replicas", "two"), "replicas"},
+		{"unknown announcer", with(baseValues(), "agent.announce", []any{"l3"}), "/agent/announce/0"},
+		{"api server without scheme", with(baseValues(), "agent.apiServer", "10.0.0.1:6443"), "apiServer"},
+		{"cluster CIDR not a CIDR", with(baseValues(), "agent.clusterCIDRs", []any{"10.0.0.0"}), "clusterCIDRs"},
+		{"ccm without provider", with(baseValues(), "ccm.enabled", true), "provider"},
+		{"ccm on the stock lease", with(with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"), "ccm.leaseName", "cloud-controller-manager"), "leaseName"},
+		{"bad pull policy", with(baseValues(), "image.pullPolicy", "Sometimes"), "pullPolicy"},
+		{"sample pool without spec", with(baseValues(), "addressPools", []any{map[string]any{"name": "a"}}), "spec"},
+		{"extra arg not a flag", with(baseValues(), "agent.extraArgs", []any{"v=2"}), "extraArgs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := render(ch, tc.vals, renderOpts{})
+			if err == nil {
+				t.Fatal("rendered; want a schema error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := render(ch, baseValues(), renderOpts{}); err != nil {
+		t.Errorf("minimal values: %v", err)
+	}
+	if _, err := render(ch, map[string]any{"controller": map[string]any{"classlessProvider": "aws"}, "aws": map[string]any{"region": "eu-west-1"}}, renderOpts{}); err != nil {
+		t.Errorf("a classless provider alone: %v", err)
+	}
+}
+
+func TestControllerDeployment(t *testing.T) {
+	objs := mustRender(t, with(baseValues(), "aws", map[string]any{"region": "eu-west-1"}))
+	d := typed[appsv1.Deployment](t, objs, "Deployment/portico-controller")
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
+	}
+	pod := d.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.ReadinessProbe == nil || c.LivenessProbe == nil {
+		t.Error("controller lacks a readiness or liveness probe")
+	}
+	for _, arg := range []string{"--leader-elect=true", "--leader-election-id=portico-controller", "--config=/etc/portico/config.yaml"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("args %v lack %s", c.Args, arg)
+		}
+	}
+	if a := pod.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("no pod anti-affinity: %+v", pod.Affinity)
+	}
+	sc := c.SecurityContext
+	if sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("controller security context %+v", sc)
+	}
+	if psc := pod.SecurityContext; psc == nil || !*psc.RunAsNonRoot || *psc.RunAsUser != 65532 {
+		t.Errorf("controller pod security context %+v", psc)
+	}
+	pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget/portico-controller")
+	if pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/name"] != "portico-controller" {
+		t.Errorf("PDB %+v", pdb.Spec)
+	}
+	svc := typed[corev1.Service](t, objs, "Service/portico-controller-metrics")
+	if svc.Spec.Ports[0].Port != 8080 {
+		t.Errorf("metrics Service %+v", svc.Spec.Ports)
+	}
+	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap/portico-controller")
+	var cfg struct {
+		Classes   map[string]string         `json:"classes"`
+		Providers map[string]map[string]any `json:"providers"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(cm.Data["config.yaml"]), &cfg, func(d *json.Decoder) *json.Decoder { return d }); err != nil {
+		// clusterName is the only other key.
+		if !strings.Contains(err.Error(), "clusterName") {
+			t.Fatal(err)
+		}
+	}
+	_ = yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg)
+	if cfg.Classes["portico-lb.io/baremetal"] != "baremetal" {
+		t.Errorf("config classes %v", cfg.Classes)
+	}
+	if cfg.Providers["aws"]["region"] != "eu-west-1" {
+		t.Errorf("aws.region did not reach the aws provider's settings: %v", cfg.Providers)
+	}
+
+	// Required anti-affinity, no PDB.
+	objs = mustRender(t, with(with(baseValues(), "controller.antiAffinity", "required"), "controller.podDisruptionBudget", map[string]any{"enabled": false}))
+	d = typed[appsv1.Deployment](t, objs, "Deployment/portico-controller")
+	if len(d.Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Error("antiAffinity: required rendered no required term")
+	}
+	if _, ok := objs["PodDisruptionBudget/portico-controller"]; ok {
+		t.Error("a PDB although disabled")
+	}
+}
+
+func TestAgentDaemonSet(t *testing.T) {
+	objs := mustRender(t, with(with(baseValues(), "agent.apiServer", "https://198.18.0.10:6443"), "agent.clusterCIDRs", []any{"10.244.0.0/16", "fd00:10:244::/56"}))
+	ds := typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent")
+	pod := ds.Spec.Template.Spec
+	if pod.PriorityClassName != "system-node-critical" || !pod.HostNetwork {
+		t.Errorf("priority %q hostNetwork %v", pod.PriorityClassName, pod.HostNetwork)
+	}
+	if len(pod.Tolerations) != 1 || pod.Tolerations[0].Operator != corev1.TolerationOpExists {
+		t.Errorf("tolerations %+v, want every taint tolerated", pod.Tolerations)
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil {
+		t.Fatal("agent has no capabilities set")
+	}
+	if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) {
+		t.Errorf("capabilities %+v, want drop ALL, add NET_ADMIN and NET_RAW only", sc.Capabilities)
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Privileged != nil && *sc.Privileged {
+		t.Errorf("security context %+v", sc)
+	}
+	for _, arg := range []string{"--master=https://198.18.0.10:6443", "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56", "--announce=l2", "--membership"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("args %v lack %s", c.Args, arg)
+		}
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/livez" {
+		t.Errorf("liveness %+v", c.LivenessProbe)
+	}
+	// Without an API server address the agent is not given --master; with bgp only there is no
+	// membership and no Secret.
+	objs = mustRender(t, with(baseValues(), "agent.announce", []any{"bgp"}))
+	ds = typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent")
+	for _, a := range ds.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--master") || strings.HasPrefix(a, "--membership") {
+			t.Errorf("bgp only: unexpected %s", a)
+		}
+	}
+	if _, ok := objs["Secret/portico-membership"]; ok {
+		t.Error("bgp only: a membership Secret")
+	}
+}
+
+// secretsProvider serves Secrets from a fake dynamic client to the chart's lookup.
+type secretsProvider struct{ client dynamic.Interface }
+
+func (p secretsProvider) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
+	return p.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}), true, nil
+}
+
+// TestMembershipSecret: the key is random at install and kept at upgrade (lookup).
+func TestMembershipSecret(t *testing.T) {
+	ch := loadChart(t)
+	empty := secretsProvider{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())}
+	key := func(out map[string]string) string {
+		t.Helper()
+		s := typed[corev1.Secret](t, objects(t, out), "Secret/portico-membership")
+		return string(s.Data["secret"])
+	}
+	out1, err := render(ch, baseValues(), renderOpts{lookup: empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out2, err := render(ch, baseValues(), renderOpts{lookup: empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, k2 := key(out1), key(out2)
+	if len(k1) != 48 || k1 == k2 {
+		t.Fatalf("two installs gave keys %q and %q: want two different random 48-character keys", k1, k2)
+	}
+	existing := &unstructured.Unstructured{}
+	existing.SetAPIVersion("v1")
+	existing.SetKind("Secret")
+	existing.SetNamespace(namespace)
+	existing.SetName("portico-membership")
+	existing.Object["data"] = map[string]any{"secret": base64.StdEncoding.EncodeToString([]byte("kept-key"))}
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypeWithName(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"}, &unstructured.UnstructuredList{})
+	cluster := secretsProvider{dynamicfake.NewSimpleDynamicClient(scheme, existing)}
+	up, err := render(ch, baseValues(), renderOpts{upgrade: true, lookup: cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := key(up); got != "kept-key" {
+		t.Errorf("upgrade changed the key to %q, want the existing one kept", got)
+	}
+}
+
+func TestCCM(t *testing.T) {
+	for _, provider := range []string{"aws", "baremetal"} {
+		t.Run(provider, func(t *testing.T) {
+			objs := mustRender(t, with(with(baseValues(), "ccm.enabled", true), "ccm.provider", provider))
+			d := typed[appsv1.Deployment](t, objs, "Deployment/portico-ccm")
+			args := d.Spec.Template.Spec.Containers[0].Args
+			if !slices.Contains(args, "--leader-elect-resource-name=portico-ccm") {
+				t.Errorf("args %v: portico-ccm does not take its own Lease", args)
+			}
+			role := typed[rbacv1.Role](t, objs, "Role/portico-ccm")
+			var leases []string
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "leases") {
+					leases = append(leases, r.ResourceNames...)
+				}
+			}
+			if !slices.Equal(leases, []string{"portico-ccm"}) {
+				t.Errorf("Lease names portico-ccm may use: %v, want [portico-ccm]", leases)
+			}
+			cr := typed[rbacv1.ClusterRole](t, objs, "ClusterRole/portico-ccm")
+			pools := false
+			for _, r := range cr.Rules {
+				pools = pools || slices.Contains(r.Resources, "addresspools") && slices.Contains(r.Verbs, "list")
+			}
+			if pools != (provider == "baremetal") {
+				t.Errorf("provider %s: may list AddressPools = %v", provider, pools)
+			}
+			cm := typed[corev1.ConfigMap](t, objs, "ConfigMap/portico-ccm")
+			if !strings.HasPrefix(cm.Data["cloud.yaml"], "provider: "+provider+"\n") {
+				t.Errorf("cloud.yaml %q", cm.Data["cloud.yaml"])
+			}
+			typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget/portico-ccm")
+		})
+	}
+	if objs := mustRender(t, baseValues()); objs["Deployment/portico-ccm"] != nil {
+		t.Error("portico-ccm rendered although not enabled")
+	}
+}
+
+// TestLeastPrivilege: no component may touch Secrets beyond the named BGP passwords, nor use
+// wildcards, nor escalate RBAC.
+func TestLeastPrivilege(t *testing.T) {
+	vals := readValues(t, "manifests-values.yaml")
+	objs := mustRender(t, vals)
+	for key, u := range objs {
+		var rules []rbacv1.PolicyRule
+		switch u.GetKind() {
+		case "ClusterRole":
+			rules = typed[rbacv1.ClusterRole](t, objs, key).Rules
+		case "Role":
+			rules = typed[rbacv1.Role](t, objs, key).Rules
+		default:
+			continue
+		}
+		for _, r := range rules {
+			all := append(append(append([]string{}, r.Verbs...), r.Resources...), r.APIGroups...)
+			if slices.Contains(all, "*") {
+				t.Errorf("%s: wildcard rule %+v", key, r)
+			}
+			for _, v := range []string{"escalate", "bind", "impersonate", "delete", "deletecollection"} {
+				if slices.Contains(r.Verbs, v) {
+					t.Errorf("%s: verb %s in %+v", key, v, r)
+				}
+			}
+			if slices.Contains(r.Resources, "secrets") && (len(r.ResourceNames) == 0 || !sets.New(r.ResourceNames...).Equal(sets.New("bgp-password"))) {
+				t.Errorf("%s: Secrets beyond the BGP passwords: %+v", key, r)
+			}
+		}
+	}
+}
+
+// TestSamples: the sample AddressPools and BGPPeer are valid objects of the CRDs' kinds.
+func TestSamples(t *testing.T) {
+	objs := mustRender(t, readValues(t, "manifests-values.yaml"))
+	for _, key := range []string{"AddressPool/lan", "AddressPool/routed", "BGPPeer/router"} {
+		u, ok := objs[key]
+		if !ok {
+			t.Errorf("%s not rendered", key)
+			continue
+		}
+		if u.GetAPIVersion() != "portico-lb.io/v1alpha1" {
+			t.Errorf("%s: apiVersion %s", key, u.GetAPIVersion())
+		}
+	}
+}
+
+// TestIAMPolicy: the chart's IAM policy allows exactly the AWS operations the aws provider's
+// API interfaces (providers/aws/api.go) declare, plus ec2:CreateTags (tags on create).
+func TestIAMPolicy(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join("..", "providers", "aws", "api.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	service := map[string]string{"instanceAPI": "ec2", "subnetAPI": "ec2", "securityGroupAPI": "ec2",
+		"classicAPI": "elasticloadbalancing", "nlbAPI": "elasticloadbalancing", "listenerAPI": "elasticloadbalancing", "targetGroupAPI": "elasticloadbalancing"}
+	want := sets.New("ec2:CreateTags")
+	seen := 0
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok {
+			return true
+		}
+		it, ok := ts.Type.(*ast.InterfaceType)
+		if !ok {
+			return true
+		}
+		prefix, ok := service[ts.Name.Name]
+		if !ok {
+			t.Errorf("providers/aws/api.go: interface %s has no IAM service here", ts.Name.Name)
+			return false
+		}
+		seen++
+		for _, m := range it.Methods.List {
+			for _, name := range m.Names {
+				want.Insert(prefix + ":" + name.Name)
+			}
+		}
+		return false
+	})
+	if seen != len(service) {
+		t.Errorf("found %d of the %d API interfaces in providers/aws/api.go", seen, len(service))
+	}
+	data, err := os.ReadFile(filepath.Join(chartDir, "files", "aws-iam-policy.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Version   string
+		Statement []struct {
+			Effect   string
+			Action   []string
+			Resource any
+		}
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := sets.New[string]()
+	for _, s := range doc.Statement {
+		if s.Effect != "Allow" {
+			t.Errorf("statement effect %s", s.Effect)
+		}
+		got.Insert(s.Action...)
+	}
+	if missing := sets.List(want.Difference(got)); len(missing) > 0 {
+		t.Errorf("the IAM policy lacks %v", missing)
+	}
+	if extra := sets.List(got.Difference(want)); len(extra) > 0 {
+		t.Errorf("the IAM policy allows %v, which Portico never calls", extra)
+	}
+}
