@@ -107,7 +107,9 @@ func (e *env) countEndpoints(svc string, match func(discoveryv1.Endpoint) bool) 
 // TestLoadBalancerIPModeProxy: an ingress IP with ipMode Proxy is delivered by the load
 // balancer to the nodes (KEP-1860), so the agent installs nothing for it, while the Service's
 // ipMode VIP address works.
-func TestLoadBalancerIPModeProxy(t *testing.T) {
+func TestLoadBalancerIPModeProxy(t *testing.T) { forModes(t, testLoadBalancerIPModeProxy) }
+
+func testLoadBalancerIPModeProxy(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "ipmode")
 	svc := e.service("ipmode", "ipmode", loadBalancer)
