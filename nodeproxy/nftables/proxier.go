@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -146,9 +148,6 @@ func familyPrefixes(list []netip.Prefix, f rules.Family) []netip.Prefix {
 	return out
 }
 
-// owned is an element of a shared map: its verdict and the service port that put it there.
-type owned struct{ verdict, owner string }
-
 // familyProxier holds one family's state: the rendered ports and what the last successful
 // transaction left in the kernel.
 type familyProxier struct {
@@ -159,14 +158,16 @@ type familyProxier struct {
 	npCIDRs   []netip.Prefix
 	npPrimary bool
 
-	cfg       config
-	services  map[types.NamespacedName][]*rules.ServicePort
-	ports     map[string]*portState       // by service port key
-	elems     map[string]map[string]owned // map name -> key -> element
-	hairpin   map[netip.Addr]int          // local endpoint IP -> ports using it
-	applied   bool                        // false: the kernel's state is unknown, the next sync is full
-	nodePorts []netip.Addr                // where NodePorts answer (nil: every local address)
-	static    map[string][]nrule          // the static chains last written
+	cfg      config
+	services map[types.NamespacedName][]*rules.ServicePort
+	ports    map[string]*portState // by service port key
+	// elems are the shared maps' elements as in the kernel (map -> key -> verdict); claims
+	// are what the ports want (map -> key -> port -> verdict).
+	elems     map[string]map[string]string
+	claims    map[string]map[string]map[string]string
+	hairpin   map[netip.Addr]int // local endpoint IP -> ports using it
+	applied   bool               // false: the kernel's state is unknown, the next sync is full
+	nodePorts []netip.Addr       // where NodePorts answer (nil: every local address)
 }
 
 type syncResult struct {
@@ -237,9 +238,11 @@ func (p *familyProxier) reset(st *tracker.State) error {
 	p.cfg = cfg
 	p.services = map[types.NamespacedName][]*rules.ServicePort{}
 	p.ports = map[string]*portState{}
-	p.elems = map[string]map[string]owned{}
+	p.elems = map[string]map[string]string{}
+	p.claims = map[string]map[string]map[string]string{}
 	for _, m := range elemMaps {
-		p.elems[m] = map[string]owned{}
+		p.elems[m] = map[string]string{}
+		p.claims[m] = map[string]map[string]string{}
 	}
 	p.hairpin = map[netip.Addr]int{}
 	p.applied = false
@@ -305,23 +308,14 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 	}
 	for _, m := range elemMaps {
 		for k, v := range prev.elems[m] {
-			if nv, ok := next.elems[m][k]; ok && nv == v {
-				continue
-			}
-			if o := p.elems[m][k]; o.owner == key {
-				delete(p.elems[m], k)
-				tx.deleteElem(m, k)
+			if nv, ok := next.elems[m][k]; !ok || nv != v {
+				p.claim(tx, m, k, key, "")
 			}
 		}
 		for k, v := range next.elems[m] {
-			if ov, ok := prev.elems[m][k]; ok && ov == v {
-				continue
+			if ov, ok := prev.elems[m][k]; !ok || ov != v {
+				p.claim(tx, m, k, key, v)
 			}
-			if o, ok := p.elems[m][k]; ok && o.owner != key {
-				continue // another port claims the same destination: the first one keeps it
-			}
-			p.elems[m][k] = owned{verdict: v, owner: key}
-			tx.addElem(m, k, v)
 		}
 	}
 	// Count the new local endpoints first: an IP in both stays without churn.
@@ -340,6 +334,41 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 		delete(p.ports, key)
 	} else {
 		p.ports[key] = next
+	}
+}
+
+// claim records that the port owner wants element k of map m with verdict v ("": no longer),
+// and updates the element: when several ports claim one key (two Services with the same
+// address and port, e.g. one deleted and one created in its place), the port with the smallest
+// key has it, and the next one takes over when it lets go.
+func (p *familyProxier) claim(tx *transaction, m, k, owner, v string) {
+	claims := p.claims[m][k]
+	if v == "" {
+		delete(claims, owner)
+	} else {
+		if claims == nil {
+			claims = map[string]string{}
+			p.claims[m][k] = claims
+		}
+		claims[owner] = v
+	}
+	want, has := "", false
+	if len(claims) > 0 {
+		want, has = claims[slices.Min(slices.Collect(maps.Keys(claims)))], true
+	} else {
+		delete(p.claims[m], k)
+	}
+	cur, had := p.elems[m][k]
+	if had == has && cur == want {
+		return
+	}
+	if had {
+		tx.deleteElem(m, k)
+		delete(p.elems[m], k)
+	}
+	if has {
+		tx.addElem(m, k, want)
+		p.elems[m][k] = want
 	}
 }
 

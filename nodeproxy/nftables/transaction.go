@@ -164,7 +164,6 @@ func (tx *transaction) commitFull(p *familyProxier) error {
 	}
 	t := tx.table()
 	chains := staticChains(&p.cfg)
-	p.static = chains
 	for _, ps := range p.ports {
 		for name, rs := range ps.chains {
 			chains[name] = rs
@@ -214,9 +213,7 @@ func (tx *transaction) commitFull(p *familyProxier) error {
 				all[string(hairpinKey(ip))] = ""
 			}
 		} else {
-			for k, o := range p.elems[m] {
-				all[k] = o.verdict
-			}
+			maps.Copy(all, p.elems[m])
 		}
 		if err := tx.setElems(c, t, m, nil, all); err != nil {
 			return err
