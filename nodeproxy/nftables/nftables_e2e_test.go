@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
@@ -162,5 +163,45 @@ func TestProgramsTable(t *testing.T) {
 	}
 	if out := nft(t, ns, "list", "tables"); strings.Contains(out, "portico") {
 		t.Errorf("table left after Cleanup: %s", out)
+	}
+}
+
+// BenchmarkPartialSync: one endpoint of one of 1,000 Services x 10 endpoints changes; a partial
+// sync rewrites that Service's chain only.
+func BenchmarkPartialSync(b *testing.B) {
+	prereq.RequireRoot(b, prereq.IPRoute2, prereq.NFTables)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, _ := netns.Get()
+	ns, err := netns.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = netns.Set(orig); _ = ns.Close() }()
+	s := newStore()
+	var keys []types.NamespacedName
+	for i := range 1000 {
+		var eps []string
+		for j := range 10 {
+			k := i*10 + j
+			eps = append(eps, fmt.Sprintf("198.19.%d.%d", 128+k/250%127, k%250+1))
+		}
+		keys = append(keys, s.service(fmt.Sprintf("s%05d", i), fmt.Sprintf("198.18.%d.%d", i/250, i%250+1), nil, eps...))
+	}
+	p := nftables.New(nftables.Options{MasqueradeBit: 12, Families: []rules.Family{rules.IPv4}})
+	ctx := context.Background()
+	all, _ := s.Services()
+	start := time.Now()
+	if err := p.Sync(ctx, &tracker.State{NodeName: "node1", Full: true, Changed: all, Store: s}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(time.Since(start).Milliseconds()), "full-ms")
+	b.ResetTimer()
+	for i := range b.N {
+		eps := []string{"198.19.1.1", "198.19.1.2", fmt.Sprintf("198.19.2.%d", i%250+1)}
+		s.service("s00000", "198.18.0.1", nil, eps...)
+		if err := p.Sync(ctx, &tracker.State{NodeName: "node1", Changed: keys[:1], Store: s}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

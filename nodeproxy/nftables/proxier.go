@@ -298,12 +298,12 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 	}
 	for name, rs := range next.chains {
 		if old, ok := prev.chains[name]; !ok || !sameRules(old, rs) {
-			tx.writeChain(name, rs, ok)
+			tx.writeChain(name, old, rs, ok)
 		}
 	}
-	for name := range prev.chains {
+	for name, old := range prev.chains {
 		if _, ok := next.chains[name]; !ok {
-			tx.deleteChain(name)
+			tx.deleteChain(name, old)
 		}
 	}
 	for _, m := range elemMaps {

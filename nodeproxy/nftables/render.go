@@ -2,9 +2,11 @@ package nftables
 
 import (
 	"fmt"
+	"hash/crc32"
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/nftables/expr"
 
@@ -29,6 +31,16 @@ type nrule struct {
 	text  string
 	exprs []expr.Any
 	eps   []rules.Endpoint // len > 1: exprs are followed by the numgen map lookup and DNAT
+	// aff is the affinity map the rule reads or writes (created with the chain).
+	aff *affinity
+}
+
+// affinity is a dynamic map client address : endpoint, with the Service's timeout. Its name
+// carries a hash of the endpoints, so that a change of endpoints starts a new map (no client is
+// sent to a removed endpoint) and a full sync keeps the map of unchanged ones.
+type affinity struct {
+	set     string
+	timeout time.Duration
 }
 
 // portState is what one service port contributes: its own chains and its elements in the
@@ -84,7 +96,7 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 			} else if len(cfg.clusterCIDRs) > 0 && !sp.InternalLocal {
 				rs = append(rs, nrule{text: "jump " + chainMarkOff, exprs: []expr.Any{verdict(expr.VerdictJump, chainMarkOff)}})
 			}
-			rs = append(rs, balance(f, internal))
+			rs = append(rs, balance(f, internal, sp, portChain(kindInternal, sp))...)
 			name := portChain(kindInternal, sp)
 			p.chains[name] = rs
 			p.elem(mapServices, k, name)
@@ -153,7 +165,7 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 	var rs []nrule
 	if sp.ExternalLocal {
 		clu := portChain(kindCluster, sp)
-		p.chains[clu] = []nrule{balance(f, cluster)}
+		p.chains[clu] = balance(f, cluster, sp, clu)
 		for _, c := range cfg.clusterCIDRs {
 			rs = append(rs, nrule{text: "saddr " + c.String() + " goto " + clu,
 				exprs: append(f.addrIn(true, c), verdict(expr.VerdictGoto, clu))})
@@ -162,10 +174,10 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 			nrule{text: "fib saddr type local jump " + chainMark, exprs: append(fibLocal(true), verdict(expr.VerdictJump, chainMark))},
 			nrule{text: "fib saddr type local goto " + clu, exprs: append(fibLocal(true), verdict(expr.VerdictGoto, clu))})
 		if len(local) > 0 {
-			rs = append(rs, balance(f, local))
+			rs = append(rs, balance(f, local, sp, name)...)
 		}
 	} else {
-		rs = []nrule{{text: "jump " + chainMark, exprs: []expr.Any{verdict(expr.VerdictJump, chainMark)}}, balance(f, cluster)}
+		rs = append([]nrule{{text: "jump " + chainMark, exprs: []expr.Any{verdict(expr.VerdictJump, chainMark)}}}, balance(f, cluster, sp, name)...)
 	}
 	p.chains[name] = rs
 	for _, k := range extKeys {
@@ -177,12 +189,29 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 	return p
 }
 
-// balance DNATs to one of eps (at least one), chosen at random.
-func balance(f family, eps []rules.Endpoint) nrule {
-	if len(eps) == 1 {
-		return nrule{text: "dnat to " + eps[0].String(), exprs: f.dnatOne(eps[0])}
+// balance DNATs to one of eps (at least one), chosen at random; with ClientIP affinity, a client
+// in the chain's affinity map goes back to its endpoint, and a new choice is remembered.
+func balance(f family, eps []rules.Endpoint, sp *rules.ServicePort, chain string) []nrule {
+	desc := "dnat to " + eps[0].String()
+	if len(eps) > 1 {
+		desc = fmt.Sprintf("dnat to numgen random mod %d map { %s }", len(eps), describeEndpoints(eps))
 	}
-	return nrule{text: fmt.Sprintf("dnat to numgen random mod %d map { %s }", len(eps), describeEndpoints(eps)), eps: slices.Clone(eps)}
+	if sp.AffinitySeconds <= 0 {
+		if len(eps) == 1 {
+			return []nrule{{text: desc, exprs: f.dnatOne(eps[0])}}
+		}
+		return []nrule{{text: desc, eps: slices.Clone(eps)}}
+	}
+	a := &affinity{set: fmt.Sprintf("aff-%s-%08x", chain, crc32.ChecksumIEEE([]byte(desc))),
+		timeout: time.Duration(sp.AffinitySeconds) * time.Second}
+	lookup := nrule{text: "dnat to saddr map @" + a.set, exprs: f.affinityLookup(a.set), aff: a}
+	remember := nrule{text: desc + fmt.Sprintf(", update @%s timeout %s", a.set, a.timeout), aff: a}
+	if len(eps) == 1 {
+		remember.exprs = append(f.loadEndpoint(eps[0]), f.affinityRemember(a.set, a.timeout)...)
+	} else {
+		remember.eps = slices.Clone(eps)
+	}
+	return []nrule{lookup, remember}
 }
 
 // sameRules reports whether two chains' rules are the same.

@@ -26,7 +26,7 @@ const socketBuffer = 64 << 20
 type transaction struct {
 	fam      family
 	writes   map[string]chainWrite
-	deletes  map[string]bool
+	deletes  map[string][]nrule // chain -> its rules before
 	elemAdds map[string]map[string]string
 	elemDels map[string]map[string]bool
 	// objects counts chains, rules and elements written or deleted.
@@ -34,20 +34,31 @@ type transaction struct {
 }
 
 type chainWrite struct {
-	rules   []nrule
-	existed bool
+	old, rules []nrule
+	existed    bool
 }
 
 func newTransaction(f family) *transaction {
-	return &transaction{fam: f, writes: map[string]chainWrite{}, deletes: map[string]bool{},
+	return &transaction{fam: f, writes: map[string]chainWrite{}, deletes: map[string][]nrule{},
 		elemAdds: map[string]map[string]string{}, elemDels: map[string]map[string]bool{}}
 }
 
-func (tx *transaction) writeChain(name string, rs []nrule, existed bool) {
-	tx.writes[name] = chainWrite{rules: rs, existed: existed}
+func (tx *transaction) writeChain(name string, old, rs []nrule, existed bool) {
+	tx.writes[name] = chainWrite{old: old, rules: rs, existed: existed}
 }
 
-func (tx *transaction) deleteChain(name string) { tx.deletes[name] = true }
+func (tx *transaction) deleteChain(name string, old []nrule) { tx.deletes[name] = old }
+
+// affinitySets are the affinity maps rs use, by name.
+func affinitySets(rs []nrule) map[string]*affinity {
+	out := map[string]*affinity{}
+	for _, r := range rs {
+		if r.aff != nil {
+			out[r.aff.set] = r.aff
+		}
+	}
+	return out
+}
 
 func (tx *transaction) addElem(m, key, v string) {
 	if tx.elemAdds[m] == nil {
@@ -126,9 +137,23 @@ func (tx *transaction) commitPartial() error {
 			return err
 		}
 	}
+	var dropSets []string // affinity maps no longer used, deleted last
 	for _, name := range slices.Sorted(maps.Keys(tx.writes)) {
 		w := tx.writes[name]
 		ch := &nftables.Chain{Name: name, Table: t}
+		before, after := affinitySets(w.old), affinitySets(w.rules)
+		for set, a := range after {
+			if before[set] == nil {
+				if err := c.AddSet(tx.fam.affinitySet(t, a), nil); err != nil {
+					return fmt.Errorf("adding affinity map %s: %w", set, err)
+				}
+			}
+		}
+		for set := range before {
+			if after[set] == nil {
+				dropSets = append(dropSets, set)
+			}
+		}
 		if w.existed {
 			c.FlushChain(ch)
 		} else {
@@ -149,6 +174,12 @@ func (tx *transaction) commitPartial() error {
 		c.FlushChain(ch)
 		c.DelChain(ch)
 		tx.objects++
+		for set := range affinitySets(tx.deletes[name]) {
+			dropSets = append(dropSets, set)
+		}
+	}
+	for _, set := range dropSets {
+		c.DelSet(&nftables.Set{Name: set, Table: t})
 	}
 	return c.Flush()
 }
@@ -173,15 +204,22 @@ func (tx *transaction) commitFull(p *familyProxier) error {
 	if err != nil {
 		return err
 	}
+	affSets := map[string]*affinity{}
+	for _, rs := range chains {
+		maps.Copy(affSets, affinitySets(rs))
+	}
 	c.AddTable(t)
 	for _, name := range existingChains {
 		c.FlushChain(&nftables.Chain{Name: name, Table: t})
 	}
 	for _, name := range existingSets {
-		c.FlushSet(&nftables.Set{Name: name, Table: t})
-	}
-	for _, name := range existingSets {
-		if !slices.Contains(setNames, name) {
+		if affSets[name] != nil {
+			delete(affSets, name) // kept with its clients: same name, same endpoints
+			continue
+		}
+		if slices.Contains(setNames, name) {
+			c.FlushSet(&nftables.Set{Name: name, Table: t})
+		} else {
 			c.DelSet(&nftables.Set{Name: name, Table: t})
 		}
 	}
@@ -203,6 +241,11 @@ func (tx *transaction) commitFull(p *familyProxier) error {
 		}
 	}
 	tx.objects += len(names)
+	for _, a := range affSets {
+		if err := c.AddSet(tx.fam.affinitySet(t, a), nil); err != nil {
+			return fmt.Errorf("adding affinity map %s: %w", a.set, err)
+		}
+	}
 	for _, m := range setNames {
 		if err := c.AddSet(tx.fam.namedSet(t, m), nil); err != nil {
 			return fmt.Errorf("adding set %s: %w", m, err)
@@ -306,7 +349,11 @@ func (tx *transaction) addRules(c *nftables.Conn, ch *nftables.Chain, rs []nrule
 			if err := c.AddSet(set, elems); err != nil {
 				return fmt.Errorf("adding endpoint map of %s: %w", ch.Name, err)
 			}
-			exprs = append(slices.Clip(exprs), tx.fam.dnatMap(set, len(r.eps))...)
+			if r.aff != nil {
+				exprs = append(tx.fam.pickEndpoint(set, len(r.eps)), tx.fam.affinityRemember(r.aff.set, r.aff.timeout)...)
+			} else {
+				exprs = append(slices.Clip(exprs), tx.fam.dnatMap(set, len(r.eps))...)
+			}
 		}
 		c.AddRule(&nftables.Rule{Table: ch.Table, Chain: ch, Exprs: exprs})
 		tx.objects++

@@ -18,6 +18,10 @@ import (
 // is balanced again (over three endpoints, ten fresh choices all landing on one endpoint happen
 // once in 3^9).
 func TestSessionAffinityTimeout(t *testing.T) {
+	forModes(t, testSessionAffinityTimeout)
+}
+
+func testSessionAffinityTimeout(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c"} {
 		e.backend(e.node2, n, "expiring")

@@ -298,6 +298,10 @@ func isTimeout(err error) bool {
 }
 
 func TestSessionAffinity(t *testing.T) {
+	forModes(t, testSessionAffinity)
+}
+
+func testSessionAffinity(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c"} {
 		e.backend(e.node2, n, "sticky")
