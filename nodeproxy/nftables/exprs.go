@@ -251,46 +251,32 @@ func describeEndpoints(eps []rules.Endpoint) string {
 	return s
 }
 
-// affinityLookup sends a client found in the affinity map set back to its endpoint.
-func (f family) affinityLookup(set string) []expr.Any {
-	dreg := reg0 + f.words()
+// saddrIn matches the source address in the set (an affinity set).
+func (f family) saddrIn(set string) []expr.Any {
 	return []expr.Any{
 		&expr.Payload{DestRegister: reg0, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddrOff, Len: f.addrLen},
-		&expr.Lookup{SourceRegister: reg0, SetName: set, IsDestRegSet: true, DestRegister: dreg},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: f.natFamily, RegAddrMin: dreg, RegProtoMin: dreg + f.words(), Specified: true},
+		&expr.Lookup{SourceRegister: reg0, SetName: set},
 	}
 }
 
-// affinityRemember, after an endpoint was loaded into the registers from reg0 + words, records
-// it for the client in the affinity map set (with its timeout) and rewrites the destination.
-func (f family) affinityRemember(set string, timeout time.Duration) []expr.Any {
-	dreg := reg0 + f.words()
+// remember adds (or refreshes) the source address in the affinity set, with its timeout.
+func (f family) remember(set string, timeout time.Duration) []expr.Any {
 	return []expr.Any{
 		&expr.Payload{DestRegister: reg0, Base: expr.PayloadBaseNetworkHeader, Offset: f.saddrOff, Len: f.addrLen},
-		&expr.Dynset{SrcRegKey: reg0, SrcRegData: dreg, SetName: set, Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: timeout},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: f.natFamily, RegAddrMin: dreg, RegProtoMin: dreg + f.words(), Specified: true},
+		&expr.Dynset{SrcRegKey: reg0, SetName: set, Operation: unix.NFT_DYNSET_OP_UPDATE, Timeout: timeout},
 	}
 }
 
-// loadEndpoint loads e into the registers from reg0 + words (where affinityRemember reads it).
-func (f family) loadEndpoint(e rules.Endpoint) []expr.Any {
-	return []expr.Any{
-		&expr.Immediate{Register: reg0 + f.words(), Data: e.IP.AsSlice()},
-		&expr.Immediate{Register: reg0 + 2*f.words(), Data: binary.BigEndian.AppendUint16(nil, e.Port)},
-	}
-}
-
-// pickEndpoint loads one of n endpoints, chosen at random through the anonymous map set, into
-// the registers from reg0 + words.
-func (f family) pickEndpoint(set *nftables.Set, n int) []expr.Any {
+// numgenVmap jumps to one of n chains at random through the anonymous verdict map set.
+func numgenVmap(set *nftables.Set, n int) []expr.Any {
 	return []expr.Any{
 		&expr.Numgen{Register: reg0, Modulus: uint32(n), Type: unix.NFT_NG_RANDOM},
-		&expr.Lookup{SourceRegister: reg0, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: reg0 + f.words()},
+		&expr.Lookup{SourceRegister: reg0, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: 0},
 	}
 }
 
-// affinitySet is the dynamic map (client address : endpoint) of an affinity rule.
+// affinitySet is an affinity set: the client addresses sent to one endpoint, each for the
+// Service's timeout.
 func (f family) affinitySet(t *nftables.Table, a *affinity) *nftables.Set {
-	return &nftables.Set{Table: t, Name: a.set, IsMap: true, Dynamic: true, HasTimeout: true, Timeout: a.timeout,
-		KeyType: f.addrType, DataType: f.endpointType()}
+	return &nftables.Set{Table: t, Name: a.set, Dynamic: true, HasTimeout: true, Timeout: a.timeout, KeyType: f.addrType}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,8 @@ func (s *store) service(name, ip string, mutate func(*corev1.Service), eps ...st
 	return types.NamespacedName{Namespace: "ns", Name: name}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func nft(t *testing.T, ns string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...).CombinedOutput()
@@ -113,6 +116,10 @@ func TestProgramsTable(t *testing.T) {
 		svc.Spec.LoadBalancerSourceRanges = []string{"198.18.200.0/24"}
 		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.128.1"}}
 	}, "198.19.1.1", "local:198.19.0.5")
+	sticky := s.service("sticky", "198.18.10.4", func(svc *corev1.Service) {
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](60)}}
+	}, "198.19.1.1", "198.19.1.2")
 	s.service("empty", "198.18.10.3", func(svc *corev1.Service) {
 		svc.Spec.Type = corev1.ServiceTypeNodePort
 		svc.Spec.Ports[0].NodePort = 30081
@@ -139,6 +146,33 @@ func TestProgramsTable(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
+	// Affinity: a dynamic set per endpoint, kept by a full sync, gone with its endpoint.
+	affMaps := func() []string {
+		var out []string
+		for _, l := range strings.Split(nft(t, ns, "list", "sets", "ip"), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "set" && strings.HasPrefix(f[1], "aff-int-ns/sticky/") {
+				out = append(out, f[1])
+			}
+		}
+		return out
+	}
+	before := affMaps()
+	if len(before) != 2 || !strings.Contains(out, "update @"+before[0]) {
+		t.Errorf("affinity maps %v; table:\n%s", before, out)
+	}
+	sync(true)
+	if after := affMaps(); !slices.Equal(after, before) {
+		t.Errorf("a full sync replaced the affinity map %v with %v", before, after)
+	}
+	s.service("sticky", "198.18.10.4", func(svc *corev1.Service) {
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](60)}}
+	}, "198.19.1.1", "198.19.1.3")
+	sync(false, sticky)
+	if after := affMaps(); len(after) != 2 || !slices.Contains(after, before[0]) || slices.Contains(after, before[1]) {
+		t.Errorf("after an endpoint change the affinity sets are %v (before: %v), want the kept endpoint's and a new one", after, before)
+	}
+
 	// One endpoint less: a partial sync.
 	s.service("web", "198.18.10.1", nil, "198.19.1.1", "local:198.19.0.5")
 	sync(false, web)

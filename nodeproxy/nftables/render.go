@@ -31,13 +31,16 @@ type nrule struct {
 	text  string
 	exprs []expr.Any
 	eps   []rules.Endpoint // len > 1: exprs are followed by the numgen map lookup and DNAT
-	// aff is the affinity map the rule reads or writes (created with the chain).
+	// gotos (len > 1): the rule is numgen random mod len(gotos) into an anonymous verdict map
+	// of gotos to these chains.
+	gotos []string
+	// aff is the affinity set the rule reads or updates (created with its chain).
 	aff *affinity
 }
 
-// affinity is a dynamic map client address : endpoint, with the Service's timeout. Its name
-// carries a hash of the endpoints, so that a change of endpoints starts a new map (no client is
-// sent to a removed endpoint) and a full sync keeps the map of unchanged ones.
+// affinity is the dynamic set of the client addresses sent to one endpoint of a chain, with
+// the Service's timeout. It is named after the endpoint, so that it lives as long as the
+// endpoint does (a full sync keeps it with its clients) and goes with it.
 type affinity struct {
 	set     string
 	timeout time.Duration
@@ -96,7 +99,7 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 			} else if len(cfg.clusterCIDRs) > 0 && !sp.InternalLocal {
 				rs = append(rs, nrule{text: "jump " + chainMarkOff, exprs: []expr.Any{verdict(expr.VerdictJump, chainMarkOff)}})
 			}
-			rs = append(rs, balance(f, internal, sp, portChain(kindInternal, sp))...)
+			rs = append(rs, balance(f, internal, sp, portChain(kindInternal, sp), p)...)
 			name := portChain(kindInternal, sp)
 			p.chains[name] = rs
 			p.elem(mapServices, k, name)
@@ -165,7 +168,7 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 	var rs []nrule
 	if sp.ExternalLocal {
 		clu := portChain(kindCluster, sp)
-		p.chains[clu] = balance(f, cluster, sp, clu)
+		p.chains[clu] = balance(f, cluster, sp, clu, p)
 		for _, c := range cfg.clusterCIDRs {
 			rs = append(rs, nrule{text: "saddr " + c.String() + " goto " + clu,
 				exprs: append(f.addrIn(true, c), verdict(expr.VerdictGoto, clu))})
@@ -174,10 +177,10 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 			nrule{text: "fib saddr type local jump " + chainMark, exprs: append(fibLocal(true), verdict(expr.VerdictJump, chainMark))},
 			nrule{text: "fib saddr type local goto " + clu, exprs: append(fibLocal(true), verdict(expr.VerdictGoto, clu))})
 		if len(local) > 0 {
-			rs = append(rs, balance(f, local, sp, name)...)
+			rs = append(rs, balance(f, local, sp, name, p)...)
 		}
 	} else {
-		rs = append([]nrule{{text: "jump " + chainMark, exprs: []expr.Any{verdict(expr.VerdictJump, chainMark)}}}, balance(f, cluster, sp, name)...)
+		rs = append([]nrule{{text: "jump " + chainMark, exprs: []expr.Any{verdict(expr.VerdictJump, chainMark)}}}, balance(f, cluster, sp, name, p)...)
 	}
 	p.chains[name] = rs
 	for _, k := range extKeys {
@@ -189,9 +192,11 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 	return p
 }
 
-// balance DNATs to one of eps (at least one), chosen at random; with ClientIP affinity, a client
-// in the chain's affinity map goes back to its endpoint, and a new choice is remembered.
-func balance(f family, eps []rules.Endpoint, sp *rules.ServicePort, chain string) []nrule {
+// balance DNATs to one of eps (at least one), chosen at random. With ClientIP affinity (as
+// kube-proxy's nftables mode), each endpoint gets a chain (chain/<hash of the endpoint>, added
+// to p) that records the client in the endpoint's affinity set and DNATs; a client in one of
+// the sets goes back to that endpoint's chain, any other to one of them at random.
+func balance(f family, eps []rules.Endpoint, sp *rules.ServicePort, chain string, p *portState) []nrule {
 	desc := "dnat to " + eps[0].String()
 	if len(eps) > 1 {
 		desc = fmt.Sprintf("dnat to numgen random mod %d map { %s }", len(eps), describeEndpoints(eps))
@@ -202,16 +207,22 @@ func balance(f family, eps []rules.Endpoint, sp *rules.ServicePort, chain string
 		}
 		return []nrule{{text: desc, eps: slices.Clone(eps)}}
 	}
-	a := &affinity{set: fmt.Sprintf("aff-%s-%08x", chain, crc32.ChecksumIEEE([]byte(desc))),
-		timeout: time.Duration(sp.AffinitySeconds) * time.Second}
-	lookup := nrule{text: "dnat to saddr map @" + a.set, exprs: f.affinityLookup(a.set), aff: a}
-	remember := nrule{text: desc + fmt.Sprintf(", update @%s timeout %s", a.set, a.timeout), aff: a}
-	if len(eps) == 1 {
-		remember.exprs = append(f.loadEndpoint(eps[0]), f.affinityRemember(a.set, a.timeout)...)
-	} else {
-		remember.eps = slices.Clone(eps)
+	timeout := time.Duration(sp.AffinitySeconds) * time.Second
+	var out []nrule
+	var gotos []string
+	for _, e := range eps {
+		ep := fmt.Sprintf("%s/%08x", chain, crc32.ChecksumIEEE([]byte(e.String())))
+		a := &affinity{set: "aff-" + ep, timeout: timeout}
+		p.chains[ep] = []nrule{{text: fmt.Sprintf("update @%s { saddr } timeout %s dnat to %s", a.set, timeout, e),
+			exprs: append(f.remember(a.set, timeout), f.dnatOne(e)...), aff: a}}
+		out = append(out, nrule{text: "saddr @" + a.set + " goto " + ep,
+			exprs: append(f.saddrIn(a.set), verdict(expr.VerdictGoto, ep)), aff: a})
+		gotos = append(gotos, ep)
 	}
-	return []nrule{lookup, remember}
+	if len(gotos) == 1 {
+		return append(out, nrule{text: "goto " + gotos[0], exprs: []expr.Any{verdict(expr.VerdictGoto, gotos[0])}})
+	}
+	return append(out, nrule{text: fmt.Sprintf("numgen random mod %d vmap { %s }", len(gotos), strings.Join(gotos, ", ")), gotos: gotos})
 }
 
 // sameRules reports whether two chains' rules are the same.

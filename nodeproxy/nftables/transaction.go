@@ -137,30 +137,36 @@ func (tx *transaction) commitPartial() error {
 			return err
 		}
 	}
-	var dropSets []string // affinity maps no longer used, deleted last
-	for _, name := range slices.Sorted(maps.Keys(tx.writes)) {
-		w := tx.writes[name]
+	// Affinity sets: created before the rules that use them, deleted after the last rule using
+	// them went (a set is used by several chains of its port).
+	before, after := map[string]*affinity{}, map[string]*affinity{}
+	for _, w := range tx.writes {
+		maps.Copy(before, affinitySets(w.old))
+		maps.Copy(after, affinitySets(w.rules))
+	}
+	for _, old := range tx.deletes {
+		maps.Copy(before, affinitySets(old))
+	}
+	for _, set := range slices.Sorted(maps.Keys(after)) {
+		if before[set] == nil {
+			if err := c.AddSet(tx.fam.affinitySet(t, after[set]), nil); err != nil {
+				return fmt.Errorf("adding affinity set %s: %w", set, err)
+			}
+		}
+	}
+	// Every new chain exists before any rule (of another chain) jumps to it.
+	written := slices.Sorted(maps.Keys(tx.writes))
+	for _, name := range written {
 		ch := &nftables.Chain{Name: name, Table: t}
-		before, after := affinitySets(w.old), affinitySets(w.rules)
-		for set, a := range after {
-			if before[set] == nil {
-				if err := c.AddSet(tx.fam.affinitySet(t, a), nil); err != nil {
-					return fmt.Errorf("adding affinity map %s: %w", set, err)
-				}
-			}
-		}
-		for set := range before {
-			if after[set] == nil {
-				dropSets = append(dropSets, set)
-			}
-		}
-		if w.existed {
+		if tx.writes[name].existed {
 			c.FlushChain(ch)
 		} else {
 			c.AddChain(ch)
 		}
 		tx.objects++
-		if err := tx.addRules(c, ch, w.rules); err != nil {
+	}
+	for _, name := range written {
+		if err := tx.addRules(c, &nftables.Chain{Name: name, Table: t}, tx.writes[name].rules); err != nil {
 			return err
 		}
 	}
@@ -174,12 +180,11 @@ func (tx *transaction) commitPartial() error {
 		c.FlushChain(ch)
 		c.DelChain(ch)
 		tx.objects++
-		for set := range affinitySets(tx.deletes[name]) {
-			dropSets = append(dropSets, set)
-		}
 	}
-	for _, set := range dropSets {
-		c.DelSet(&nftables.Set{Name: set, Table: t})
+	for _, set := range slices.Sorted(maps.Keys(before)) {
+		if after[set] == nil {
+			c.DelSet(&nftables.Set{Name: set, Table: t})
+		}
 	}
 	return c.Flush()
 }
@@ -243,7 +248,7 @@ func (tx *transaction) commitFull(p *familyProxier) error {
 	tx.objects += len(names)
 	for _, a := range affSets {
 		if err := c.AddSet(tx.fam.affinitySet(t, a), nil); err != nil {
-			return fmt.Errorf("adding affinity map %s: %w", a.set, err)
+			return fmt.Errorf("adding affinity set %s: %w", a.set, err)
 		}
 	}
 	for _, m := range setNames {
@@ -339,6 +344,19 @@ func (tx *transaction) setElems(c *nftables.Conn, t *nftables.Table, m string, d
 func (tx *transaction) addRules(c *nftables.Conn, ch *nftables.Chain, rs []nrule) error {
 	for _, r := range rs {
 		exprs := r.exprs
+		if len(r.gotos) > 1 {
+			set := &nftables.Set{Table: ch.Table, Anonymous: true, Constant: true, IsMap: true,
+				KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict}
+			elems := make([]nftables.SetElement, len(r.gotos))
+			for i, g := range r.gotos {
+				elems[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)),
+					VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: g}}
+			}
+			if err := c.AddSet(set, elems); err != nil {
+				return fmt.Errorf("adding endpoint map of %s: %w", ch.Name, err)
+			}
+			exprs = numgenVmap(set, len(r.gotos))
+		}
 		if len(r.eps) > 1 {
 			set := &nftables.Set{Table: ch.Table, Anonymous: true, Constant: true, IsMap: true,
 				KeyType: nftables.TypeInteger, DataType: tx.fam.endpointType()}
@@ -349,11 +367,7 @@ func (tx *transaction) addRules(c *nftables.Conn, ch *nftables.Chain, rs []nrule
 			if err := c.AddSet(set, elems); err != nil {
 				return fmt.Errorf("adding endpoint map of %s: %w", ch.Name, err)
 			}
-			if r.aff != nil {
-				exprs = append(tx.fam.pickEndpoint(set, len(r.eps)), tx.fam.affinityRemember(r.aff.set, r.aff.timeout)...)
-			} else {
-				exprs = append(slices.Clip(exprs), tx.fam.dnatMap(set, len(r.eps))...)
-			}
+			exprs = append(slices.Clip(exprs), tx.fam.dnatMap(set, len(r.eps))...)
 		}
 		c.AddRule(&nftables.Rule{Table: ch.Table, Chain: ch, Exprs: exprs})
 		tx.objects++

@@ -235,8 +235,16 @@ func newEnv(t *testing.T) *env {
 				t.Logf("agent on %s, output tail:\n%s", name, out)
 			}
 		}
-		// Services go with the namespace; the agents remove their rules.
-		_ = e.cs.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
+		// The Services go first, explicitly: the namespace may take long to go (or never, without
+		// the namespace controller), and a Service left behind would keep claiming its
+		// addresses from the next test (the other mode's run reuses them).
+		ctx := context.Background()
+		if list, err := e.cs.CoreV1().Services(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, svc := range list.Items {
+				_ = e.cs.CoreV1().Services(e.ns).Delete(ctx, svc.Name, metav1.DeleteOptions{})
+			}
+		}
+		_ = e.cs.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{})
 	})
 	return e
 }
