@@ -48,6 +48,7 @@ type Proxier struct {
 // New returns a Proxier for opts.Families (IPv4 first).
 func New(opts Options) *Proxier {
 	p := &Proxier{metrics: newMetrics(opts.Registerer), familySynced: opts.FamilySynced}
+	gens := &genTracker{clean: map[rules.Family]bool{}}
 	if p.familySynced == nil {
 		p.familySynced = func(rules.Family, error) {}
 	}
@@ -60,7 +61,7 @@ func New(opts Options) *Proxier {
 			continue
 		}
 		p.families = append(p.families, &familyProxier{
-			fam: familyOf(fam), ct: opts.Conntrack, metrics: p.metrics,
+			fam: familyOf(fam), ct: opts.Conntrack, metrics: p.metrics, gens: gens,
 			base: config{fam: familyOf(fam), mark: 1 << opts.MasqueradeBit, masqueradeAll: opts.MasqueradeAll,
 				clusterCIDRs: familyPrefixes(opts.ClusterCIDRs, fam)},
 			npCIDRs: familyPrefixes(opts.NodePortCIDRs, fam), npPrimary: opts.NodePortPrimary,
@@ -168,6 +169,7 @@ type familyProxier struct {
 	hairpin   map[netip.Addr]int // local endpoint IP -> ports using it
 	applied   bool               // false: the kernel's state is unknown, the next sync is full
 	nodePorts []netip.Addr       // where NodePorts answer (nil: every local address)
+	gens      *genTracker        // shared by the Proxier's families
 }
 
 type syncResult struct {
@@ -181,6 +183,12 @@ type syncResult struct {
 func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult, error) {
 	full := st.Full || !p.applied
 	keys := st.Changed
+	if full && p.applied && p.undrifted(st) {
+		// A periodic full sync with nothing changed in nf_tables since the agent's last commit:
+		// every Service is rendered again and only the difference is written (usually nothing).
+		full = false
+		keys = p.allKeys(st.Changed)
+	}
 	if full {
 		if err := p.reset(st); err != nil {
 			return syncResult{}, err
@@ -199,6 +207,7 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 		p.applied = false
 		return syncResult{}, err
 	}
+	before, genErr := generation()
 	var err error
 	if full {
 		err = tx.commitFull(p)
@@ -210,8 +219,10 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 		return syncResult{}, fmt.Errorf("programming %s nftables: %w", p.fam, err)
 	}
 	p.applied = true
+	after, genErr2 := generation()
+	p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
 	p.deleteStaleConntrack(ctx, stale)
-	res := syncResult{full: full, objects: tx.objects}
+	res := syncResult{full: full || st.Full, objects: tx.objects}
 	for _, ps := range p.ports {
 		if ps.noLocalExternal {
 			res.noLocalExternal++
@@ -223,18 +234,65 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	return res, nil
 }
 
+// undrifted reports whether a full sync may be applied as a difference: nf_tables' generation
+// is still the one of the agent's last commit (nobody changed any table since), and the
+// configuration-dependent chains (NodePort addresses) are unchanged.
+func (p *familyProxier) undrifted(st *tracker.State) bool {
+	if !p.gens.undrifted(p.fam.Family) {
+		return false
+	}
+	cfg, _, err := p.config(st)
+	if err != nil {
+		return false
+	}
+	now, was := staticChains(&cfg), staticChains(&p.cfg)
+	if len(now) != len(was) {
+		return false
+	}
+	for name, rs := range now {
+		if !sameRules(rs, was[name]) {
+			return false
+		}
+	}
+	return true
+}
+
+// allKeys are the Services of a full sync (changed) and those the agent still programs.
+func (p *familyProxier) allKeys(changed []types.NamespacedName) []types.NamespacedName {
+	seen := map[types.NamespacedName]bool{}
+	for _, k := range changed {
+		seen[k] = true
+	}
+	out := slices.Clone(changed)
+	for k := range p.services {
+		if !seen[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// config is the rendering configuration for st's node: the NodePort addresses read again.
+func (p *familyProxier) config(st *tracker.State) (config, []netip.Addr, error) {
+	cfg := p.base
+	if len(p.npCIDRs) == 0 && !p.npPrimary {
+		return cfg, nil, nil
+	}
+	addrs, err := netfilter.NodePortAddresses(p.fam.Family, p.npCIDRs, p.npPrimary, st.Node)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.restricted, cfg.nodePortAddrs = true, addrs
+	return cfg, append([]netip.Addr{}, addrs...), nil
+}
+
 // reset starts a full sync: no port known, the NodePort addresses read again.
 func (p *familyProxier) reset(st *tracker.State) error {
-	cfg := p.base
-	p.nodePorts = nil
-	if len(p.npCIDRs) > 0 || p.npPrimary {
-		addrs, err := netfilter.NodePortAddresses(p.fam.Family, p.npCIDRs, p.npPrimary, st.Node)
-		if err != nil {
-			return err
-		}
-		cfg.restricted, cfg.nodePortAddrs = true, addrs
-		p.nodePorts = append([]netip.Addr{}, addrs...)
+	cfg, nodePorts, err := p.config(st)
+	if err != nil {
+		return err
 	}
+	p.nodePorts = nodePorts
 	p.cfg = cfg
 	p.services = map[types.NamespacedName][]*rules.ServicePort{}
 	p.ports = map[string]*portState{}
