@@ -44,16 +44,21 @@
 // A partial sync writes only what changed: the elements of the shared maps the changed ports
 // add, change or remove, the chains whose rules changed (flushed and refilled), and the chains
 // no longer used (deleted). A one-endpoint change is one chain rewrite. A full sync (at start,
-// every --iptables-sync-period, after a failed transaction) flushes and rewrites every chain
-// and map of the table in one transaction and deletes what the agent no longer wants, so any
-// drift (a flushed chain, a deleted rule or element) is repaired and traffic never sees a
-// half-written table; affinity maps whose endpoints did not change are kept with their clients.
+// after a failed transaction, and every --iptables-sync-period when anyone else committed to
+// nf_tables since the agent's last commit) flushes and rewrites every chain and map of the
+// table in one transaction and deletes what the agent no longer wants, so any drift (a flushed
+// chain, a deleted rule or element) is repaired and traffic never sees a half-written table;
+// affinity sets of unchanged endpoints are kept with their clients. nf_tables' generation
+// (NFT_MSG_GETGEN, one per network namespace, incremented by every commit) tells the two apart:
+// when it is still the one the agent's own last commit left (genTracker), the periodic full
+// sync renders every Service again and writes only the difference, usually nothing.
 // Stale UDP conntrack entries are deleted as in the iptables mode (netfilter.StaleUDP).
 //
 // # Limits
 //
-// Unlike the iptables mode, a full sync always rewrites the table (it does not compare it with
-// the kernel first); an accept in this table does not override another table's drop (a DROP
+// A commit by another tool to any table of the namespace (kube-proxy, firewalld, iptables-nft)
+// makes the next periodic full sync rewrite the table, drifted or not; an accept in this table
+// does not override another table's drop (a DROP
 // policy in iptables' FORWARD chain still needs its own accepts); nft(8) prints the anonymous
 // endpoint maps' keys in the wrong byte order (0, 16777216, ...): the kernel compares them with
 // numgen's value as written. When two Services claim one address and port, the one whose port
