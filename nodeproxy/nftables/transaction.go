@@ -99,17 +99,13 @@ func dial() (*nftables.Conn, error) {
 		if err != nil {
 			return err
 		}
-		var serr error
-		if err := rc.Control(func(fd uintptr) {
+		// Best effort: without the buffers a large transaction fails with ENOBUFS, reported
+		// by the commit itself.
+		return rc.Control(func(fd uintptr) {
 			for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
-				if e := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, socketBuffer); e != nil {
-					serr = e
-				}
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, socketBuffer)
 			}
-		}); err != nil {
-			return err
-		}
-		return serr
+		})
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("opening nf_tables netlink connection: %w", err)
