@@ -42,10 +42,7 @@ const (
 // everything the agent installed instead, and returns. The logger comes from ctx.
 func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
-		// Both modes' state goes, whichever mode ran: switching modes leaves nothing behind.
-		return errors.Join(
-			netfilter.Cleanup(ctx, map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath}),
-			nftables.Cleanup(ctx))
+		return cleanup(ctx, cfg)
 	}
 	restCfg, err := cfg.RESTConfig()
 	if err != nil {
@@ -71,6 +68,21 @@ func Run(ctx context.Context, cfg config.Agent) error {
 		return err
 	}
 	return a.run(ctx)
+}
+
+// cleanup removes both modes' state, so that switching modes leaves nothing behind. The other
+// mode's failure is logged, not returned: a host may lack nf_tables or iptables altogether.
+func cleanup(ctx context.Context, cfg config.Agent) error {
+	ipt := netfilter.Cleanup(ctx, map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath})
+	nft := nftables.Cleanup(ctx)
+	own, other := ipt, nft
+	if cfg.ProxyMode == config.ProxyModeNFTables {
+		own, other = nft, ipt
+	}
+	if other != nil {
+		logr.FromContextOrDiscard(ctx).Error(other, "Cannot clean up the other proxy mode's state")
+	}
+	return own
 }
 
 // agent is the running dataplane: one tracker, one sync loop, and the consumers it drives.
