@@ -114,6 +114,9 @@ func testExternalTrafficPolicyLocal(t *testing.T) {
 		}
 	})
 	t.Run("dropped without local endpoint", func(t *testing.T) {
+		// node1 must have programmed the LB IP (only node2's was waited for): until then the
+		// packet is forwarded and the router answers "network unreachable".
+		e.waitSynced()
 		e.route(e.client2, vip, e.node1) // replaces the route via node2
 		_, err := e.request(e.client2, "tcp", netip.AddrPortFrom(vip, 80))
 		var ne net.Error
