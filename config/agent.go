@@ -26,7 +26,7 @@ type Agent struct {
 	Master string
 	// NodeName is this node's Node object; defaults to the hostname.
 	NodeName string
-	// ProxyMode is the dataplane; only "iptables" exists (accepted for kube-proxy's flag).
+	// ProxyMode is the dataplane: ProxyModeIPTables (the default) or ProxyModeNFTables.
 	ProxyMode string
 	// SyncPeriod is how often the agent rewrites every chain it owns (a full sync), repairing
 	// whatever someone else changed or deleted.
@@ -72,8 +72,15 @@ type NodePortAddresses struct {
 // NodePortPrimary in --nodeport-addresses stands for the Node's primary IP of each family.
 const NodePortPrimary = "primary"
 
-// ProxyModeIPTables is the only --proxy-mode.
-const ProxyModeIPTables = "iptables"
+// The --proxy-mode values: iptables (package nodeproxy/netfilter) or nftables (package
+// nodeproxy/nftables, over netlink).
+const (
+	ProxyModeIPTables = "iptables"
+	ProxyModeNFTables = "nftables"
+)
+
+// ProxyModes are the accepted --proxy-mode values.
+var ProxyModes = []string{ProxyModeIPTables, ProxyModeNFTables}
 
 // AnnouncerL2 answers ARP/NDP for the VIPs of AddressPools with spec.announce.l2.
 const AnnouncerL2 = "l2"
@@ -145,7 +152,7 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster or $KUBECONFIG")
 	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's)")
 	fs.StringVar(&c.NodeName, "hostname-override", c.NodeName, "name of this node's Node object (default: the hostname)")
-	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `dataplane; only "iptables"`)
+	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `dataplane: "iptables" or "nftables"`)
 	fs.DurationVar(&c.SyncPeriod, "iptables-sync-period", c.SyncPeriod, "how often every owned chain is rewritten, repairing drift (> 0)")
 	fs.DurationVar(&c.MinSyncPeriod, "iptables-min-sync-period", c.MinSyncPeriod, "shortest time between syncs; faster changes are batched (0: sync every change at once)")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address of /healthz and /livez (0 disables)")
@@ -288,8 +295,8 @@ func (c *Agent) Validate() error {
 			errs = append(errs, field.Invalid(root.Child("clusterCIDRs").Index(i), p.String(), "must be a CIDR"))
 		}
 	}
-	if c.ProxyMode != ProxyModeIPTables {
-		errs = append(errs, field.NotSupported(root.Child("proxyMode"), c.ProxyMode, []string{ProxyModeIPTables}))
+	if !slices.Contains(ProxyModes, c.ProxyMode) {
+		errs = append(errs, field.NotSupported(root.Child("proxyMode"), c.ProxyMode, ProxyModes))
 	}
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
 		errs = append(errs, field.Invalid(root.Child("masqueradeBit"), c.MasqueradeBit, "must be in 0..31"))

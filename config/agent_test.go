@@ -140,3 +140,20 @@ func TestAgentValidateListsEveryAnnounceError(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentProxyModes: iptables and nftables are accepted; anything else is a startup error
+// naming the accepted values.
+func TestAgentProxyModes(t *testing.T) {
+	for mode, ok := range map[string]bool{"iptables": true, "nftables": true, "ipvs": false, "": false, "NFTables": false} {
+		c := DefaultAgent()
+		c.NodeName = "node1"
+		c.ProxyMode = mode
+		err := c.Validate()
+		if ok != (err == nil) {
+			t.Errorf("--proxy-mode=%q: %v", mode, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), `"nftables"`) {
+			t.Errorf("--proxy-mode=%q: error does not list the accepted values: %v", mode, err)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/healthcheck"
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
+	"github.com/portico-lb/portico/nodeproxy/nftables"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
 	"github.com/portico-lb/portico/servicerules"
@@ -41,7 +42,7 @@ const (
 // everything the agent installed instead, and returns. The logger comes from ctx.
 func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
-		return netfilter.Cleanup(ctx, map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath})
+		return cleanup(ctx, cfg)
 	}
 	restCfg, err := cfg.RESTConfig()
 	if err != nil {
@@ -67,6 +68,21 @@ func Run(ctx context.Context, cfg config.Agent) error {
 		return err
 	}
 	return a.run(ctx)
+}
+
+// cleanup removes both modes' state, so that switching modes leaves nothing behind. The other
+// mode's failure is logged, not returned: a host may lack nf_tables or iptables altogether.
+func cleanup(ctx context.Context, cfg config.Agent) error {
+	ipt := netfilter.Cleanup(ctx, map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath})
+	nft := nftables.Cleanup(ctx)
+	own, other := ipt, nft
+	if cfg.ProxyMode == config.ProxyModeNFTables {
+		own, other = nft, ipt
+	}
+	if other != nil {
+		logr.FromContextOrDiscard(ctx).Error(other, "Cannot clean up the other proxy mode's state")
+	}
+	return own
 }
 
 // agent is the running dataplane: one tracker, one sync loop, and the consumers it drives.
@@ -168,11 +184,10 @@ func (a *agent) startEvents(ctx context.Context) agentEvents {
 // place before a VIP draws traffic here. Their stop functions are pushed on stops: at exit the
 // announcers stop answering before membership is left.
 func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack) error {
-	nfs, err := a.netfilters()
+	proxier, err := a.dataplane()
 	if err != nil {
 		return err
 	}
-	proxier := netfilter.New(a.netfilterOptions(nfs))
 	hcServers := healthcheck.NewServers(a.log.WithName("healthcheck"), healthcheck.Options{
 		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
 	stops.push(hcServers.Close)
@@ -194,6 +209,42 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 		a.loop.consumers = append(a.loop.consumers, c)
 	}
 	return nil
+}
+
+// dataplane is what the agent needs of a --proxy-mode's programmer: a consumer of the sync
+// loop that says which families it programs and where health checks listen.
+type dataplane interface {
+	Consumer
+	Families() []rules.Family
+	HealthCheckAddresses() []netip.Addr
+}
+
+var (
+	_ dataplane = (*netfilter.Proxier)(nil)
+	_ dataplane = (*nftables.Proxier)(nil)
+)
+
+// dataplane creates the programmer of cfg.ProxyMode for the node's families.
+func (a *agent) dataplane() (dataplane, error) {
+	fams := a.families()
+	if a.cfg.ProxyMode == config.ProxyModeNFTables {
+		return nftables.New(nftables.Options{
+			ClusterCIDRs:    a.cfg.ClusterCIDRs,
+			NodePortCIDRs:   a.cfg.NodePortAddresses.CIDRs,
+			NodePortPrimary: a.cfg.NodePortAddresses.Primary,
+			MasqueradeAll:   a.cfg.MasqueradeAll,
+			MasqueradeBit:   a.cfg.MasqueradeBit,
+			Families:        fams,
+			Conntrack:       netfilter.NetlinkConntrack{},
+			Registerer:      a.registry,
+			FamilySynced:    a.health.FamilySynced,
+		}), nil
+	}
+	nfs, err := a.netfilters(fams)
+	if err != nil {
+		return nil, err
+	}
+	return netfilter.New(a.netfilterOptions(nfs)), nil
 }
 
 // netfilterOptions are the proxier's options from the agent's configuration.
@@ -262,9 +313,8 @@ func (a *agent) syncUntilDone(ctx context.Context) {
 	}
 }
 
-// netfilters creates the iptables seams for the families this node has addresses of (IPv4
-// when the Node is not known).
-func (a *agent) netfilters() (map[rules.Family]netfilter.Netfilter, error) {
+// families are the IP families this node has addresses of (IPv4 when the Node is not known).
+func (a *agent) families() []rules.Family {
 	want := map[rules.Family]bool{rules.IPv4: true}
 	if n := a.tracker.Store().Node(); n != nil {
 		want = map[rules.Family]bool{}
@@ -279,8 +329,19 @@ func (a *agent) netfilters() (map[rules.Family]netfilter.Netfilter, error) {
 	} else {
 		a.log.Info("Node not found; programming IPv4 only", "node", a.cfg.NodeName)
 	}
+	var out []rules.Family
+	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
+		if want[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// netfilters creates the iptables seams for fams.
+func (a *agent) netfilters(fams []rules.Family) (map[rules.Family]netfilter.Netfilter, error) {
 	out := map[rules.Family]netfilter.Netfilter{}
-	for fam := range want {
+	for _, fam := range fams {
 		bin := a.cfg.IPTablesPath
 		if fam == rules.IPv6 {
 			bin = a.cfg.IP6TablesPath

@@ -8,6 +8,8 @@
 //   - netfilter: the netfilter programmer, a Consumer: per IP family it renders the changed
 //     Services with package rules and applies them with one `iptables-restore --noflush`, then
 //     deletes stale UDP conntrack entries; it also owns --cleanup;
+//   - nftables (--proxy-mode=nftables): the other programmer, in its place: the same Services
+//     in one nf_tables table per family, over netlink (agent.go's dataplane picks one);
 //   - healthcheck: the healthCheckNodePort servers (a Consumer) and the agent's own /healthz and
 //     /livez;
 //   - membership (--membership): which nodes' agents are alive, known within a second

@@ -47,6 +47,9 @@ var (
 	IPRoute2 = debianPackage("iproute2")
 	// IPTables is the agent's and kube-proxy's dataplane, both families.
 	IPTables = debianPackage("iptables")
+	// NFTables is nft(8): kube-proxy's nftables mode runs it, tests read portico-agent's table
+	// with it (the agent itself talks netlink).
+	NFTables = debianPackage("nftables")
 	// Conntrack is conntrack(8), for reading a lab's connection tracking by hand; the agent
 	// itself talks netlink.
 	Conntrack = debianPackage("conntrack")

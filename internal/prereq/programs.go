@@ -105,6 +105,8 @@ var Programs = []Program{
 	{Name: "ip6tables-restore", Source: Debian, Package: "iptables", Privileged: true,
 		Found: "portico-agent: the sibling of --ip6tables", RunBy: "portico-agent writes its rules",
 		NotScanned: "run as the sibling of the --ip6tables flag's value (nodeproxy/netfilter: binary + \"-restore\")"},
+	{Name: "nft", Source: Debian, Package: "nftables", Privileged: true, Found: onPath,
+		RunBy: "kube-proxy's nftables mode (benchmark); tests read portico-agent's nftables table (the agent itself uses netlink)"},
 	{Name: "conntrack", Source: Debian, Package: "conntrack", Privileged: true, Found: onPath,
 		RunBy:      "a person reading a lab's connection tracking (the agent itself uses netlink)",
 		NotScanned: "run by hand when debugging a lab, not by Go code"},

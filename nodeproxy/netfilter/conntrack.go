@@ -95,3 +95,13 @@ func addr(ip net.IP) (netip.Addr, bool) {
 	a, ok := netip.AddrFromSlice(ip)
 	return a.Unmap(), ok
 }
+
+// NewStaleUDP returns an empty StaleUDP, for the other dataplane (package nftables), which
+// deletes stale UDP entries the same way.
+func NewStaleUDP() *StaleUDP { return newStaleUDP() }
+
+// Add registers a UDP service port's destinations and serving endpoints (others are ignored).
+func (s *StaleUDP) Add(sp *rules.ServicePort) { s.add(sp) }
+
+// Empty reports whether s matches nothing.
+func (s *StaleUDP) Empty() bool { return s.empty() }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -57,4 +58,20 @@ func primaryIP(node *corev1.Node, family rules.Family) (netip.Addr, bool) {
 		}
 	}
 	return netip.Addr{}, false
+}
+
+// NodePortAddresses are the addresses of family NodePorts answer on when --nodeport-addresses
+// restricts them: the local addresses inside cidrs and, with primary, node's primary IP. Both
+// dataplanes (this one and package nftables) use it.
+func NodePortAddresses(family rules.Family, cidrs []netip.Prefix, primary bool, node *corev1.Node) ([]netip.Addr, error) {
+	addrs, err := localAddresses(family, cidrs)
+	if err != nil {
+		return nil, err
+	}
+	if primary {
+		if ip, ok := primaryIP(node, family); ok && !slices.Contains(addrs, ip) {
+			addrs = append(addrs, ip)
+		}
+	}
+	return addrs, nil
 }

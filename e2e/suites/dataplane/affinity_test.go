@@ -18,6 +18,10 @@ import (
 // is balanced again (over three endpoints, ten fresh choices all landing on one endpoint happen
 // once in 3^9).
 func TestSessionAffinityTimeout(t *testing.T) {
+	forModes(t, testSessionAffinityTimeout)
+}
+
+func testSessionAffinityTimeout(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c"} {
 		e.backend(e.node2, n, "expiring")
@@ -107,7 +111,9 @@ func (e *env) countEndpoints(svc string, match func(discoveryv1.Endpoint) bool) 
 // TestLoadBalancerIPModeProxy: an ingress IP with ipMode Proxy is delivered by the load
 // balancer to the nodes (KEP-1860), so the agent installs nothing for it, while the Service's
 // ipMode VIP address works.
-func TestLoadBalancerIPModeProxy(t *testing.T) {
+func TestLoadBalancerIPModeProxy(t *testing.T) { forModes(t, testLoadBalancerIPModeProxy) }
+
+func testLoadBalancerIPModeProxy(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "ipmode")
 	svc := e.service("ipmode", "ipmode", loadBalancer)

@@ -31,11 +31,12 @@ const scaleEnv = "PORTICO_BENCH_SCALE"
 // Services); a proxy stopped at the limit is reported as taking at least that long.
 const limitEnv = "PORTICO_BENCH_LIMIT"
 
-// BenchmarkSync compares portico-agent with kube-proxy v1.36.3 (iptables mode) on the same
-// objects: Services with 10 endpoints each, ClusterIP only. Each runs alone in its own node
-// namespace (portico-agent on node3, then kube-proxy on node4) and reports, from its own
-// metrics, the duration of its first (full) sync, the median duration of the syncs after each
-// of 5 one-endpoint changes, and its RSS after them. Ratios are portico / kube-proxy.
+// BenchmarkSync compares portico-agent with kube-proxy v1.36.3, each in iptables and in
+// nftables mode, on the same objects: Services with 10 endpoints each, ClusterIP only. Each
+// proxy runs alone in its own node namespace (portico-agent on node3 and node7, kube-proxy on
+// node4 and node8), one after the other, and reports, from its own metrics, the duration of its
+// first (full) sync, the median duration of the syncs after each of 5 one-endpoint changes, and
+// its RSS after them. Ratios are portico / kube-proxy in the same mode.
 func BenchmarkSync(b *testing.B) {
 	sizes := []int{1000}
 	if os.Getenv(scaleEnv) != "" {
@@ -72,33 +73,52 @@ func benchSync(b *testing.B, services int) {
 		limit = d
 	}
 	nodes := shared.lab.Nodes()
-	b.ResetTimer()
-	portico := measure(b, nodes[2], "portico_agent_", limit, ns, slices, shared.agent,
-		agentArgs(nodes[2].Name, "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
 	bins, err := k8sbin.Ensure(ctx, k8sbin.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	kubeProxy := measure(b, nodes[3], "kubeproxy_", limit, ns, slices, bins.KubeProxy,
-		"--kubeconfig="+shared.kubecfg, "--hostname-override="+nodes[3].Name, "--proxy-mode=iptables",
-		"--metrics-bind-address=0.0.0.0:10249", "--healthz-bind-address=0.0.0.0:10256",
-		"--iptables-sync-period=1h", "--iptables-min-sync-period=0s", "--conntrack-max-per-core=0", "--v=1")
+	kubeProxyArgs := func(node *netlab.Node, mode string) []string {
+		return []string{"--kubeconfig=" + shared.kubecfg, "--hostname-override=" + node.Name, "--proxy-mode=" + mode,
+			"--metrics-bind-address=0.0.0.0:10249", "--healthz-bind-address=0.0.0.0:10256",
+			"--iptables-sync-period=1h", "--iptables-min-sync-period=0s", "--conntrack-max-per-core=0", "--v=1"}
+	}
+	b.ResetTimer()
+	portico := measure(b, nodes[2], "portico_agent_", limit, ns, slices, shared.agent,
+		agentArgs(nodes[2].Name, "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
+	porticoNFT := measure(b, nodes[6], "portico_agent_", limit, ns, slices, shared.agent,
+		agentArgs(nodes[6].Name, "--proxy-mode=nftables", "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
+	kubeProxy := measure(b, nodes[3], "kubeproxy_", limit, ns, slices, bins.KubeProxy, kubeProxyArgs(nodes[3], "iptables")...)
+	kubeProxyNFT := measure(b, nodes[7], "kubeproxy_", limit, ns, slices, bins.KubeProxy, kubeProxyArgs(nodes[7], "nftables")...)
 	b.StopTimer()
 
-	b.ReportMetric(portico.full.Seconds(), "portico-full-s")
-	b.ReportMetric(kubeProxy.full.Seconds(), "kube-proxy-full-s")
-	b.ReportMetric(portico.full.Seconds()/kubeProxy.full.Seconds(), "full-ratio")
-	b.ReportMetric(float64(portico.partial.Microseconds())/1000, "portico-1ep-ms")
-	b.ReportMetric(float64(kubeProxy.partial.Microseconds())/1000, "kube-proxy-1ep-ms")
+	report(b, "", portico, kubeProxy)
+	report(b, "-nft", porticoNFT, kubeProxyNFT)
+	b.Logf("%d x 10: first full sync / one-endpoint change / RSS\n"+
+		"  kube-proxy iptables  %8s %10s %6.1f MB\n  kube-proxy nftables  %8s %10s %6.1f MB\n"+
+		"  portico iptables     %8s %10s %6.1f MB\n  portico nftables     %8s %10s %6.1f MB", services,
+		kubeProxy.full.Round(time.Millisecond), kubeProxy.partial.Round(10*time.Microsecond), kubeProxy.rssMB,
+		kubeProxyNFT.full.Round(time.Millisecond), kubeProxyNFT.partial.Round(10*time.Microsecond), kubeProxyNFT.rssMB,
+		portico.full.Round(time.Millisecond), portico.partial.Round(10*time.Microsecond), portico.rssMB,
+		porticoNFT.full.Round(time.Millisecond), porticoNFT.partial.Round(10*time.Microsecond), porticoNFT.rssMB)
+}
+
+// report reports one mode's figures of portico-agent and kube-proxy (mode: "" for iptables,
+// "-nft" for nftables) and their ratios.
+func report(b *testing.B, mode string, portico, kubeProxy syncFigures) {
+	b.ReportMetric(portico.full.Seconds(), "portico"+mode+"-full-s")
+	b.ReportMetric(kubeProxy.full.Seconds(), "kube-proxy"+mode+"-full-s")
+	b.ReportMetric(portico.full.Seconds()/kubeProxy.full.Seconds(), "full"+mode+"-ratio")
+	b.ReportMetric(float64(portico.partial.Microseconds())/1000, "portico"+mode+"-1ep-ms")
+	b.ReportMetric(float64(kubeProxy.partial.Microseconds())/1000, "kube-proxy"+mode+"-1ep-ms")
 	if kubeProxy.partial > 0 {
-		b.ReportMetric(float64(portico.partial)/float64(kubeProxy.partial), "1ep-ratio")
+		b.ReportMetric(float64(portico.partial)/float64(kubeProxy.partial), "1ep"+mode+"-ratio")
 	}
-	b.ReportMetric(portico.rssMB, "portico-rss-MB")
-	b.ReportMetric(kubeProxy.rssMB, "kube-proxy-rss-MB")
-	b.ReportMetric(portico.rssMB/kubeProxy.rssMB, "rss-ratio")
+	b.ReportMetric(portico.rssMB, "portico"+mode+"-rss-MB")
+	b.ReportMetric(kubeProxy.rssMB, "kube-proxy"+mode+"-rss-MB")
+	b.ReportMetric(portico.rssMB/kubeProxy.rssMB, "rss"+mode+"-ratio")
 	if kubeProxy.timedOut {
-		b.ReportMetric(1, "kube-proxy-timed-out")
-		b.Logf("kube-proxy did not finish its first sync within %s: its figures are lower bounds", limit)
+		b.ReportMetric(1, "kube-proxy"+mode+"-timed-out")
+		b.Logf("kube-proxy%s did not finish its first sync within its limit: its figures are lower bounds", mode)
 	}
 }
 

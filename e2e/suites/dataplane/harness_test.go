@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"net/netip"
 	"os"
 	"strings"
@@ -25,9 +26,10 @@ import (
 )
 
 // One network lab and one control plane serve every test and benchmark of the package; they
-// start on first use. The lab has four nodes: node1 and node2 run the agents the tests share,
-// node3 and node4 are left to the benchmarks (portico-agent and kube-proxy side by side), and
-// two clients on the LAN.
+// start on first use. The lab has eight nodes: node1 and node2 run the agents the tests share in
+// iptables mode, node5 and node6 in nftables mode (see modes); node3 and node4 are left to
+// tests that run their own agent and, with node7 and node8, to the benchmarks (portico-agent and
+// kube-proxy, in both modes, side by side); and two clients on the LAN.
 var shared struct {
 	once    sync.Once
 	err     error
@@ -41,10 +43,53 @@ var shared struct {
 
 	pods atomic.Int32 // numbers pod names, unique in the lab
 
-	agentsOnce sync.Once
-	agentsErr  error
-	mu         sync.Mutex
-	agents     map[string]*netlab.Process // node name -> running agent
+	mu     sync.Mutex
+	agents map[string]*netlab.Process // node name -> running agent
+	// started holds, per proxy mode, the outcome of starting its shared agents (once).
+	started map[string]*agentsStart
+}
+
+type agentsStart struct {
+	once sync.Once
+	err  error
+}
+
+// The proxy modes the tests run in: forModes runs a test once per mode, each against the
+// shared agents of that mode's two nodes (the lab's node indexes).
+const (
+	modeIPTables = "iptables"
+	modeNFTables = "nftables"
+)
+
+var modes = []string{modeIPTables, modeNFTables}
+
+var modeNodes = map[string][2]int{modeIPTables: {0, 1}, modeNFTables: {4, 5}}
+
+// nodeMode is the proxy mode of the agents run on the lab node named name: nftables on the
+// nftables mode's nodes, iptables everywhere else.
+func nodeMode(name string) string {
+	for _, i := range modeNodes[modeNFTables] {
+		if name == fmt.Sprintf("node%d", i+1) {
+			return modeNFTables
+		}
+	}
+	return modeIPTables
+}
+
+// testModes maps each running forModes subtest (*testing.T) to its mode.
+var testModes sync.Map
+
+// forModes runs body as one subtest per proxy mode; newEnv(t) inside it uses that mode's
+// nodes and agents.
+func forModes(t *testing.T, body func(t *testing.T)) {
+	t.Helper()
+	for _, m := range modes {
+		t.Run(m, func(t *testing.T) {
+			testModes.Store(t, m)
+			defer testModes.Delete(t)
+			body(t)
+		})
+	}
 }
 
 func TestMain(m *testing.M) {
@@ -59,7 +104,7 @@ func TestMain(m *testing.M) {
 // or iptables it fails tb naming the fix (or skips it, with PORTICO_SKIP_PRIVILEGED=1).
 func setup(tb testing.TB) {
 	tb.Helper()
-	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables)
+	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables, prereq.NFTables)
 	shared.once.Do(func() { shared.err = start() })
 	if shared.err != nil {
 		tb.Fatal(shared.err)
@@ -73,7 +118,7 @@ func start() error {
 	defer cancel()
 	var err error
 	shared.env, err = labcluster.New(ctx, labcluster.Options{Prefix: "portico-e2e-agent-",
-		Lab: netlab.Options{Nodes: 4, Clients: 2, Router: true, IPv6: true}})
+		Lab: netlab.Options{Nodes: 8, Clients: 2, Router: true, IPv6: true}})
 	if err != nil {
 		return err
 	}
@@ -116,13 +161,16 @@ func agentArgs(node string, extra ...string) []string {
 		"--healthz-bind-address=0.0.0.0:10256",
 		"--metrics-bind-address=0.0.0.0:10249",
 		"--cluster-cidr=" + clusterCIDRs(),
+		"--proxy-mode=" + nodeMode(node),
 		"-v=1",
 	}, extra...)
 }
 
-// env is what a test works with: the lab, its namespace, the shared agents on node1 and node2.
+// env is what a test works with: the lab, its namespace, the shared agents of its proxy mode
+// (node1 and node2 are that mode's two nodes).
 type env struct {
 	t       *testing.T
+	mode    string
 	ctx     context.Context
 	ns      string
 	lab     *netlab.Lab
@@ -136,31 +184,49 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	setup(t)
-	shared.agentsOnce.Do(func() {
+	mode := modeIPTables
+	if m, ok := testModes.Load(t); ok {
+		mode = m.(string)
+	}
+	nodes := shared.lab.Nodes()
+	mine := []*netlab.Node{nodes[modeNodes[mode][0]], nodes[modeNodes[mode][1]]}
+	shared.mu.Lock()
+	if shared.started == nil {
+		shared.started = map[string]*agentsStart{}
 		shared.agents = map[string]*netlab.Process{}
-		for _, n := range shared.lab.Nodes()[:2] {
+	}
+	if shared.started[mode] == nil {
+		shared.started[mode] = &agentsStart{}
+	}
+	st := shared.started[mode]
+	shared.mu.Unlock()
+	st.once.Do(func() {
+		for _, n := range mine {
 			if err := startAgent(n); err != nil {
-				shared.agentsErr = err
+				st.err = err
 			}
 		}
 	})
-	if shared.agentsErr != nil {
-		t.Fatal(shared.agentsErr)
+	if st.err != nil {
+		t.Fatal(st.err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	if len(name) > 40 {
-		name = name[:40]
+		// Keep names of one test's modes apart: a namespace may still be terminating.
+		name = fmt.Sprintf("%s-%08x", name[:31], crc32.ChecksumIEEE([]byte(name)))
 	}
-	e := &env{t: t, ctx: ctx, ns: name, lab: shared.lab, cs: shared.cs,
-		node1: shared.lab.Nodes()[0], node2: shared.lab.Nodes()[1],
+	e := &env{t: t, mode: mode, ctx: ctx, ns: name, lab: shared.lab, cs: shared.cs,
+		node1: mine[0], node2: mine[1],
 		client: shared.lab.Clients()[0], client2: shared.lab.Clients()[1]}
 	if err := shared.cluster.EnsureNamespace(ctx, e.ns); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
+			shared.mu.Lock()
+			defer shared.mu.Unlock()
 			for name, p := range shared.agents {
 				out := p.Output()
 				if len(out) > 6000 {
@@ -169,8 +235,16 @@ func newEnv(t *testing.T) *env {
 				t.Logf("agent on %s, output tail:\n%s", name, out)
 			}
 		}
-		// Services go with the namespace; the agents remove their rules.
-		_ = e.cs.CoreV1().Namespaces().Delete(context.Background(), e.ns, metav1.DeleteOptions{})
+		// The Services go first, explicitly: the namespace may take long to go (or never, without
+		// the namespace controller), and a Service left behind would keep claiming its
+		// addresses from the next test (the other mode's run reuses them).
+		ctx := context.Background()
+		if list, err := e.cs.CoreV1().Services(e.ns).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, svc := range list.Items {
+				_ = e.cs.CoreV1().Services(e.ns).Delete(ctx, svc.Name, metav1.DeleteOptions{})
+			}
+		}
+		_ = e.cs.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{})
 	})
 	return e
 }

@@ -74,7 +74,9 @@ func (e *env) wantRefused(from *netlab.Host, dst netip.AddrPort, what string) {
 // TestNodePortAddresses: --nodeport-addresses limits the node addresses NodePorts answer on,
 // by CIDR and by the "primary" keyword (the Node's first InternalIP), as kube-proxy's flag; a
 // list that matches no local address means no NodePorts, not all of them.
-func TestNodePortAddresses(t *testing.T) {
+func TestNodePortAddresses(t *testing.T) { forModes(t, testNodePortAddresses) }
+
+func testNodePortAddresses(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node1, "a", "npa")
 	svc := e.service("npa", "npa", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })

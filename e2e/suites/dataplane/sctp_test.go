@@ -80,7 +80,9 @@ func (e *env) in(t *testing.T) *env {
 // TestSCTP proves SCTP Services with real packets. This kernel has no SCTP sockets, so the
 // client sends a hand-built INIT over a raw socket (see sctp_raw_test.go) and the backend reads
 // what arrives over another; netfilter tracks and NATs SCTP all the same.
-func TestSCTP(t *testing.T) {
+func TestSCTP(t *testing.T) { forModes(t, testSCTP) }
+
+func testSCTP(t *testing.T) {
 	e := newEnv(t)
 	server := e.pod(e.node2, "sctp")
 	if fd, err := rawSocket(&server.Host, protoSCTP); err != nil {

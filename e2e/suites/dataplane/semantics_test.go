@@ -47,7 +47,9 @@ func (e *env) wantDropped(from *netlab.Host, dst netip.AddrPort, what string) {
 	}
 }
 
-func TestIPv6(t *testing.T) {
+func TestIPv6(t *testing.T) { forModes(t, testIPv6) }
+
+func testIPv6(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node1, "a", "v6")
 	e.backend(e.node2, "b", "v6")
@@ -109,7 +111,9 @@ func TestIPv6(t *testing.T) {
 	})
 }
 
-func TestInternalTrafficPolicyLocal(t *testing.T) {
+func TestInternalTrafficPolicyLocal(t *testing.T) { forModes(t, testInternalTrafficPolicyLocal) }
+
+func testInternalTrafficPolicyLocal(t *testing.T) {
 	e := newEnv(t)
 	// node3 runs no agent; its pod is an endpoint that node1 and node2 could send to.
 	node3 := e.lab.Nodes()[2]
@@ -158,7 +162,9 @@ func (e *env) namedBackend(node *netlab.Node, name, app string, named map[string
 	return p
 }
 
-func TestMultiPortNamedTargetPorts(t *testing.T) {
+func TestMultiPortNamedTargetPorts(t *testing.T) { forModes(t, testMultiPortNamedTargetPorts) }
+
+func testMultiPortNamedTargetPorts(t *testing.T) {
 	e := newEnv(t)
 	// The same port name on different numbers: the EndpointSlices carry each pod's number.
 	e.namedBackend(e.node1, "a", "named", map[string]int32{"web": 8080}, 8080, 7070)
@@ -187,7 +193,9 @@ func TestMultiPortNamedTargetPorts(t *testing.T) {
 	}
 }
 
-func TestServiceWithoutSelector(t *testing.T) {
+func TestServiceWithoutSelector(t *testing.T) { forModes(t, testServiceWithoutSelector) }
+
+func testServiceWithoutSelector(t *testing.T) {
 	e := newEnv(t)
 	// A server the cluster knows nothing about but a hand-made EndpointSlice.
 	backend := e.pod(e.node2, "manual")
@@ -217,6 +225,10 @@ func TestServiceWithoutSelector(t *testing.T) {
 }
 
 func TestHeadlessAndExternalNameLeftAlone(t *testing.T) {
+	forModes(t, testHeadlessAndExternalNameLeftAlone)
+}
+
+func testHeadlessAndExternalNameLeftAlone(t *testing.T) {
 	e := newEnv(t)
 	headless := e.backend(e.node2, "headless", "headless")
 	e.service("headless", "headless", func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone })
@@ -243,13 +255,19 @@ func TestHeadlessAndExternalNameLeftAlone(t *testing.T) {
 	pod := e.pod(e.node1, "client")
 	e.reach(&pod.Host, "tcp", addrPort(clusterIP(marker), 80))
 	for _, n := range []*netlab.Node{e.node1, e.node2} {
-		for _, bin := range []string{"iptables-save", "ip6tables-save"} {
-			out, err := n.Exec(e.ctx, bin)
+		dumps := [][]string{{"iptables-save"}, {"ip6tables-save"}}
+		if e.mode == modeNFTables {
+			dumps = [][]string{{"nft", "list", "table", "ip", "portico"}, {"nft", "list", "table", "ip6", "portico"}}
+		}
+		for _, dump := range dumps {
+			bin := strings.Join(dump, " ")
+			out, err := n.Exec(e.ctx, dump[0], dump[1:]...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, ip := range []netip.Addr{headless.Addr, headless.Addr6} {
-				if strings.Contains(string(out), ip.String()+":") || strings.Contains(string(out), "["+ip.String()+"]") {
+				if strings.Contains(string(out), ip.String()+":") || strings.Contains(string(out), "["+ip.String()+"]") ||
+					strings.Contains(string(out), ip.String()+" . ") {
 					t.Errorf("%s on %s has a rule for the headless Service's endpoint %s", bin, n.Name, ip)
 				}
 			}
@@ -260,7 +278,9 @@ func TestHeadlessAndExternalNameLeftAlone(t *testing.T) {
 	}
 }
 
-func TestExternalIPs(t *testing.T) {
+func TestExternalIPs(t *testing.T) { forModes(t, testExternalIPs) }
+
+func testExternalIPs(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "extip")
 	ext := netip.MustParseAddr("198.18.130.21")

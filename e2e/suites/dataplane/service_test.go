@@ -25,7 +25,9 @@ import (
 	"github.com/portico-lb/portico/providers"
 )
 
-func TestClusterIPFromPod(t *testing.T) {
+func TestClusterIPFromPod(t *testing.T) { forModes(t, testClusterIPFromPod) }
+
+func testClusterIPFromPod(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node1, "a", "web")
 	e.backend(e.node2, "b", "web")
@@ -50,7 +52,9 @@ func TestClusterIPFromPod(t *testing.T) {
 	})
 }
 
-func TestHairpinPodReachesItself(t *testing.T) {
+func TestHairpinPodReachesItself(t *testing.T) { forModes(t, testHairpinPodReachesItself) }
+
+func testHairpinPodReachesItself(t *testing.T) {
 	e := newEnv(t)
 	self := e.backend(e.node1, "self", "hairpin")
 	svc := e.service("hairpin", "hairpin")
@@ -60,7 +64,9 @@ func TestHairpinPodReachesItself(t *testing.T) {
 	}
 }
 
-func TestNodePort(t *testing.T) {
+func TestNodePort(t *testing.T) { forModes(t, testNodePort) }
+
+func testNodePort(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node1, "a", "np")
 	svc := e.service("np", "np", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
@@ -73,7 +79,9 @@ func TestNodePort(t *testing.T) {
 	}
 }
 
-func TestLoadBalancerIP(t *testing.T) {
+func TestLoadBalancerIP(t *testing.T) { forModes(t, testLoadBalancerIP) }
+
+func testLoadBalancerIP(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "lb")
 	svc := e.service("lb", "lb", loadBalancer)
@@ -85,7 +93,9 @@ func TestLoadBalancerIP(t *testing.T) {
 	}
 }
 
-func TestExternalTrafficPolicyLocal(t *testing.T) {
+func TestExternalTrafficPolicyLocal(t *testing.T) { forModes(t, testExternalTrafficPolicyLocal) }
+
+func testExternalTrafficPolicyLocal(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "etp")
 	svc := e.service("etp", "etp", loadBalancer, local)
@@ -104,6 +114,9 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 		}
 	})
 	t.Run("dropped without local endpoint", func(t *testing.T) {
+		// node1 must have programmed the LB IP (only node2's was waited for): until then the
+		// packet is forwarded and the router answers "network unreachable".
+		e.waitSynced()
 		e.route(e.client2, vip, e.node1) // replaces the route via node2
 		_, err := e.request(e.client2, "tcp", netip.AddrPortFrom(vip, 80))
 		var ne net.Error
@@ -189,7 +202,9 @@ func (e *env) httpGet(from *netlab.Host, addr netip.AddrPort, path string) (int,
 	return code, body
 }
 
-func TestLoadBalancerSourceRanges(t *testing.T) {
+func TestLoadBalancerSourceRanges(t *testing.T) { forModes(t, testLoadBalancerSourceRanges) }
+
+func testLoadBalancerSourceRanges(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node1, "a", "ranges")
 	svc := e.service("ranges", "ranges", loadBalancer, func(s *corev1.Service) {
@@ -209,6 +224,10 @@ func TestLoadBalancerSourceRanges(t *testing.T) {
 // service.beta.kubernetes.io/load-balancer-source-ranges annotation are enforced, as the
 // controller accepts them (on bare metal the agent is the only enforcer).
 func TestLoadBalancerSourceRangesFromTheAnnotation(t *testing.T) {
+	forModes(t, testLoadBalancerSourceRangesFromTheAnnotation)
+}
+
+func testLoadBalancerSourceRangesFromTheAnnotation(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node1, "a", "annranges")
 	svc := e.service("annranges", "annranges", loadBalancer, func(s *corev1.Service) {
@@ -227,6 +246,10 @@ func TestLoadBalancerSourceRangesFromTheAnnotation(t *testing.T) {
 // value names, until the value is fixed. ClusterIP and NodePort are not restricted by source
 // ranges and keep working.
 func TestInvalidSourceRangesNeverHalfApplied(t *testing.T) {
+	forModes(t, testInvalidSourceRangesNeverHalfApplied)
+}
+
+func testInvalidSourceRangesNeverHalfApplied(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node1, "a", "badranges")
 	allowed := e.client.Addr.String() + "/32"
@@ -278,6 +301,10 @@ func isTimeout(err error) bool {
 }
 
 func TestSessionAffinity(t *testing.T) {
+	forModes(t, testSessionAffinity)
+}
+
+func testSessionAffinity(t *testing.T) {
 	e := newEnv(t)
 	for _, n := range []string{"a", "b", "c"} {
 		e.backend(e.node2, n, "sticky")
@@ -301,7 +328,9 @@ func TestSessionAffinity(t *testing.T) {
 	}
 }
 
-func TestRejectWithoutEndpoints(t *testing.T) {
+func TestRejectWithoutEndpoints(t *testing.T) { forModes(t, testRejectWithoutEndpoints) }
+
+func testRejectWithoutEndpoints(t *testing.T) {
 	e := newEnv(t)
 	svc := e.service("nobody", "nobody-here")
 	pod := e.pod(e.node1, "client")
@@ -319,7 +348,9 @@ func TestRejectWithoutEndpoints(t *testing.T) {
 	})
 }
 
-func TestTerminatingEndpointFallback(t *testing.T) {
+func TestTerminatingEndpointFallback(t *testing.T) { forModes(t, testTerminatingEndpointFallback) }
+
+func testTerminatingEndpointFallback(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "old", "term")
 	svc := e.service("term", "term", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
@@ -350,7 +381,9 @@ func TestTerminatingEndpointFallback(t *testing.T) {
 	}
 }
 
-func TestUDPAfterEndpointChange(t *testing.T) {
+func TestUDPAfterEndpointChange(t *testing.T) { forModes(t, testUDPAfterEndpointChange) }
+
+func testUDPAfterEndpointChange(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "first", "udp")
 	svc := e.service("udp", "udp", withUDP, func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
@@ -405,7 +438,9 @@ func (e *env) udpAsk(c net.Conn, timeout time.Duration, suffix ...string) string
 	return last
 }
 
-func TestAgentRestartKeepsConnections(t *testing.T) {
+func TestAgentRestartKeepsConnections(t *testing.T) { forModes(t, testAgentRestartKeepsConnections) }
+
+func testAgentRestartKeepsConnections(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "restart")
 	svc := e.service("restart", "restart", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
@@ -461,13 +496,26 @@ func TestAgentRestartKeepsConnections(t *testing.T) {
 	}
 }
 
-func TestDriftIsRepaired(t *testing.T) {
+func TestDriftIsRepaired(t *testing.T) { forModes(t, testDriftIsRepaired) }
+
+func testDriftIsRepaired(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "drift")
 	svc := e.service("drift", "drift", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
 	pod := e.pod(e.node1, "client")
 	dst := addrPort(clusterIP(svc), 80)
 	e.reach(&pod.Host, "tcp", dst)
+	if e.mode == modeNFTables {
+		// The Service's chain flushed, then the base chain's jump: each comes back with the
+		// full resync.
+		for _, chain := range []string{"int-" + e.ns + "/drift/tcp/tcp", "nat-prerouting"} {
+			if out, err := e.node1.Exec(e.ctx, "nft", "flush", "chain", "ip", "portico", chain); err != nil {
+				t.Fatalf("flushing %s: %v\n%s", chain, err, out)
+			}
+			e.reach(&pod.Host, "tcp", dst)
+		}
+		return
+	}
 	bucket := fmt.Sprintf("PTC-SVC-%02X", clusterIP(svc).As4()[3])
 	if _, err := e.node1.Exec(e.ctx, "iptables", "-t", "nat", "-F", bucket); err != nil {
 		t.Fatal(err)
@@ -483,7 +531,9 @@ func TestDriftIsRepaired(t *testing.T) {
 	e.reach(&pod.Host, "tcp", dst)
 }
 
-func TestCleanupRemovesEverything(t *testing.T) {
+func TestCleanupRemovesEverything(t *testing.T) { forModes(t, testCleanupRemovesEverything) }
+
+func testCleanupRemovesEverything(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "cleanup")
 	svc := e.service("cleanup", "cleanup", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
@@ -503,6 +553,12 @@ func TestCleanupRemovesEverything(t *testing.T) {
 		if strings.Contains(string(out), "PTC-") || strings.Contains(string(out), "portico-agent") {
 			t.Errorf("%s after --cleanup still shows owned rules:\n%s", bin, out)
 		}
+	}
+	// Both modes' state goes, whichever mode ran.
+	if out, err := e.node2.Exec(e.ctx, "nft", "list", "tables"); err != nil {
+		t.Fatal(err)
+	} else if strings.Contains(string(out), "portico") {
+		t.Errorf("nft list tables after --cleanup still shows the agent's table:\n%s", out)
 	}
 	if _, err := e.request(e.client, "tcp", dst); err == nil {
 		t.Error("NodePort still answers after --cleanup")
@@ -553,6 +609,10 @@ func containsAll(s string, parts []string) bool {
 // internalTrafficPolicy: Local drops, IPv6), a periodic full sync finds the kernel as it wants
 // it and restores no chain.
 func TestPeriodicResyncWithoutDriftWritesNothing(t *testing.T) {
+	forModes(t, testPeriodicResyncWithoutDriftWritesNothing)
+}
+
+func testPeriodicResyncWithoutDriftWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node1, "a", "quiet")
 	e.backend(e.node2, "b", "quiet")
@@ -575,7 +635,11 @@ func TestPeriodicResyncWithoutDriftWritesNothing(t *testing.T) {
 	})
 	e.reach(e.client, "tcp", netip.AddrPortFrom(netip.MustParseAddr("198.18.128.14"), 80))
 
-	const written = "portico_agent_sync_proxy_rules_chains_restored_total"
+	written, report := "portico_agent_sync_proxy_rules_chains_restored_total", "Full sync wrote chains"
+	if e.mode == modeNFTables {
+		// Without a commit by anyone else since its own, the agent writes only differences.
+		written, report = "portico_agent_sync_proxy_rules_nftables_objects_written_total", `"Programmed nftables" family="IPv4" full=true`
+	}
 	const fullSyncs = "portico_agent_sync_full_proxy_rules_duration_seconds_count"
 	// Other tests' namespaces may still be going away: a full sync that carries such a change
 	// writes its chains. Wait for one full sync with nothing to carry.
@@ -603,7 +667,7 @@ func TestPeriodicResyncWithoutDriftWritesNothing(t *testing.T) {
 				return err
 			}
 			if w1 != w0 {
-				return fmt.Errorf("full syncs %v -> %v restored %v chains; the agent's last report: %s", n0, n1, w1-w0, lastLine(e.node1, "Full sync wrote chains"))
+				return fmt.Errorf("full syncs %v -> %v restored %v chains; the agent's last report: %s", n0, n1, w1-w0, lastLine(e.node1, report))
 			}
 			return nil
 		}

@@ -66,7 +66,9 @@ func (e *env) servers(from *netlab.Host, svc *corev1.Service, n int) map[string]
 // to the endpoints hinted for its zone (PreferSameZone) or itself (PreferSameNode), falling
 // back to every endpoint when none is hinted for it; without trafficDistribution, traffic
 // spreads over all endpoints.
-func TestTrafficDistribution(t *testing.T) {
+func TestTrafficDistribution(t *testing.T) { forModes(t, testTrafficDistribution) }
+
+func testTrafficDistribution(t *testing.T) {
 	e := newEnv(t)
 	e.setZones()
 	a1 := e.backend(e.node1, "a1", "topo").Name

@@ -1,0 +1,283 @@
+//go:build e2e
+
+package nftables_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	gnft "github.com/google/nftables"
+	"github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/portico-lb/portico/internal/prereq"
+	"github.com/portico-lb/portico/nodeproxy/nftables"
+	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/nodeproxy/tracker"
+)
+
+// inNetns runs the test's goroutine in a new named network namespace until it ends.
+func inNetns(t *testing.T) string {
+	t.Helper()
+	prereq.RequireRoot(t, prereq.IPRoute2, prereq.NFTables)
+	name := fmt.Sprintf("portico-nft-%d", os.Getpid())
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := netns.NewNamed(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = netns.Set(orig)
+		_ = ns.Close()
+		_ = netns.DeleteNamed(name)
+		runtime.UnlockOSThread()
+	})
+	return name
+}
+
+type store struct {
+	services, slices, nodes cache.Indexer
+	*tracker.CacheStore
+}
+
+func newStore() *store {
+	s := &store{
+		services: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		slices:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{tracker.SliceServiceIndex: tracker.SliceServiceKey}),
+		nodes:    cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+	}
+	s.CacheStore = tracker.NewCacheStore("node1", s.services, s.slices, s.nodes)
+	return s
+}
+
+func (s *store) service(name, ip string, mutate func(*corev1.Service), eps ...string) types.NamespacedName {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	if mutate != nil {
+		mutate(svc)
+	}
+	_ = s.services.Update(svc)
+	port, portName, proto := int32(8080), "http", corev1.ProtocolTCP
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &proto}},
+	}
+	for _, e := range eps {
+		node := "node2"
+		if strings.HasPrefix(e, "local:") {
+			e, node = strings.TrimPrefix(e, "local:"), "node1"
+		}
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{e}, NodeName: &node})
+	}
+	_ = s.slices.Update(sl)
+	return types.NamespacedName{Namespace: "ns", Name: name}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func nft(t *testing.T, ns string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"netns", "exec", ns, "nft"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nft %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// TestProgramsTable: a full sync writes the table with every kind of Service, a partial sync
+// changes only what changed, a later full sync repairs a deleted chain, and Cleanup removes
+// the table. The kernel accepting the transaction is the main check; packets are the dataplane
+// suite's.
+func TestProgramsTable(t *testing.T) {
+	ns := inNetns(t)
+	s := newStore()
+	web := s.service("web", "198.18.10.1", nil, "198.19.1.1", "198.19.1.2", "local:198.19.0.5")
+	s.service("lb", "198.18.10.2", func(svc *corev1.Service) {
+		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+		svc.Spec.Ports[0].NodePort = 30080
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		svc.Spec.LoadBalancerSourceRanges = []string{"198.18.200.0/24"}
+		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.128.1"}}
+	}, "198.19.1.1", "local:198.19.0.5")
+	sticky := s.service("sticky", "198.18.10.4", func(svc *corev1.Service) {
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](60)}}
+	}, "198.19.1.1", "198.19.1.2")
+	s.service("empty", "198.18.10.3", func(svc *corev1.Service) {
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+		svc.Spec.Ports[0].NodePort = 30081
+	})
+	p := nftables.New(nftables.Options{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}, MasqueradeBit: 12,
+		Families: []rules.Family{rules.IPv4}})
+	ctx := context.Background()
+	sync := func(full bool, changed ...types.NamespacedName) {
+		t.Helper()
+		all, _ := s.Services()
+		if full {
+			changed = all
+		}
+		if err := p.Sync(ctx, &tracker.State{NodeName: "node1", Full: full, Changed: changed, Store: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync(true)
+	out := nft(t, ns, "list", "table", "ip", "portico")
+	t.Log(out)
+	for _, want := range []string{"198.18.10.1 . tcp . 80 : goto int-ns/web/tcp/http", "numgen random mod 3", "tcp . 30080 : goto ext-ns/lb/tcp/http",
+		"198.18.128.1 . tcp . 80 : goto fw-ns/lb/tcp/http", "198.18.10.3 . tcp . 80 : goto reject", "masquerade"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// Affinity: a dynamic set per endpoint, kept by a full sync, gone with its endpoint.
+	affMaps := func() []string {
+		var out []string
+		for _, l := range strings.Split(nft(t, ns, "list", "sets", "ip"), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "set" && strings.HasPrefix(f[1], "aff-int-ns/sticky/") {
+				out = append(out, f[1])
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	before := affMaps()
+	if len(before) != 2 || !strings.Contains(out, "update @"+before[0]) {
+		t.Errorf("affinity maps %v; table:\n%s", before, out)
+	}
+	sync(true)
+	if after := affMaps(); !slices.Equal(after, before) {
+		t.Errorf("a full sync replaced the affinity map %v with %v", before, after)
+	}
+	s.service("sticky", "198.18.10.4", func(svc *corev1.Service) {
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr[int32](60)}}
+	}, "198.19.1.1", "198.19.1.3")
+	sync(false, sticky)
+	kept := 0
+	after := affMaps()
+	for _, a := range after {
+		if slices.Contains(before, a) {
+			kept++
+		}
+	}
+	if len(after) != 2 || kept != 1 {
+		t.Errorf("after an endpoint change the affinity sets are %v (before: %v), want the kept endpoint's and a new one", after, before)
+	}
+
+	// One endpoint less: a partial sync.
+	s.service("web", "198.18.10.1", nil, "198.19.1.1", "local:198.19.0.5")
+	sync(false, web)
+	out = nft(t, ns, "list", "chain", "ip", "portico", "int-ns/web/tcp/http")
+	if !strings.Contains(out, "numgen random mod 2") {
+		t.Errorf("partial sync did not rewrite the chain:\n%s", out)
+	}
+	// Drift: a chain flushed by hand comes back on the next full sync.
+	nft(t, ns, "flush", "chain", "ip", "portico", "int-ns/web/tcp/http")
+	sync(true)
+	if out := nft(t, ns, "list", "chain", "ip", "portico", "int-ns/web/tcp/http"); !strings.Contains(out, "numgen random mod 2") {
+		t.Errorf("full sync did not repair the chain:\n%s", out)
+	}
+	// A Service gone.
+	_ = s.services.Delete(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}})
+	sync(false, web)
+	if out := nft(t, ns, "list", "table", "ip", "portico"); strings.Contains(out, "ns/web") {
+		t.Errorf("deleted Service still in the table:\n%s", out)
+	}
+	if err := nftables.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if out := nft(t, ns, "list", "tables"); strings.Contains(out, "portico") {
+		t.Errorf("table left after Cleanup: %s", out)
+	}
+}
+
+// BenchmarkPartialSync: one endpoint of one of 1,000 Services x 10 endpoints changes; a partial
+// sync rewrites that Service's chain only.
+func BenchmarkPartialSync(b *testing.B) {
+	prereq.RequireRoot(b, prereq.IPRoute2, prereq.NFTables)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, _ := netns.Get()
+	ns, err := netns.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = netns.Set(orig); _ = ns.Close() }()
+	s := newStore()
+	var keys []types.NamespacedName
+	for i := range 1000 {
+		var eps []string
+		for j := range 10 {
+			k := i*10 + j
+			eps = append(eps, fmt.Sprintf("198.19.%d.%d", 128+k/250%127, k%250+1))
+		}
+		keys = append(keys, s.service(fmt.Sprintf("s%05d", i), fmt.Sprintf("198.18.%d.%d", i/250, i%250+1), nil, eps...))
+	}
+	p := nftables.New(nftables.Options{MasqueradeBit: 12, Families: []rules.Family{rules.IPv4}})
+	ctx := context.Background()
+	all, _ := s.Services()
+	start := time.Now()
+	if err := p.Sync(ctx, &tracker.State{NodeName: "node1", Full: true, Changed: all, Store: s}); err != nil {
+		b.Fatal(err)
+	}
+	full := time.Since(start)
+	floor := commitFloor(b)
+	b.ResetTimer()
+	for i := range b.N {
+		eps := []string{"198.19.1.1", "198.19.1.2", fmt.Sprintf("198.19.2.%d", i%250+1)}
+		s.service("s00000", "198.18.0.1", nil, eps...)
+		if err := p.Sync(ctx, &tracker.State{NodeName: "node1", Changed: keys[:1], Store: s}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(full.Microseconds())/1000, "full-ms")
+	b.ReportMetric(floor, "element-commit-ms")
+}
+
+// commitFloor is the mean time of a transaction that only adds and deletes one element of a set
+// without verdicts (the hairpin set) in the loaded table: the kernel's cost of a commit that
+// needs no validation of the jump graph, to compare with a partial sync.
+func commitFloor(b *testing.B) float64 {
+	c, err := gnft.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := &gnft.Set{Table: &gnft.Table{Name: nftables.TableName, Family: gnft.TableFamilyIPv4}, Name: "hairpin"}
+	elem := []gnft.SetElement{{Key: []byte{198, 19, 9, 9, 198, 19, 9, 9}}}
+	start := time.Now()
+	const n = 20
+	for range n {
+		if err := c.SetAddElements(set, elem); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.SetDeleteElements(set, elem); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(time.Since(start).Microseconds()) / 1000 / (2 * n)
+}

@@ -1,0 +1,444 @@
+package nftables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/portico-lb/portico/nodeproxy/netfilter"
+	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/nodeproxy/serviceports"
+	"github.com/portico-lb/portico/nodeproxy/tracker"
+)
+
+// Options configure a Proxier; the same as the iptables mode's (netfilter.Options) where they
+// mean the same. Addresses arrive parsed and validated (config.Agent does it at startup).
+type Options struct {
+	ClusterCIDRs    []netip.Prefix
+	NodePortCIDRs   []netip.Prefix
+	NodePortPrimary bool
+	MasqueradeAll   bool
+	MasqueradeBit   int
+	// Families are the IP families to program (the table of a family not listed is left alone).
+	Families []rules.Family
+	// Conntrack deletes stale UDP entries after a sync; nil skips that.
+	Conntrack netfilter.Conntrack
+	// Registerer registers the Proxier's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// FamilySynced is told the outcome of each family's part of every sync (nil: nobody).
+	FamilySynced func(rules.Family, error)
+}
+
+// Proxier programs Services into the nftables table "portico" of each family, over netlink. It
+// is a consumer of the agent's sync loop, like netfilter.Proxier.
+type Proxier struct {
+	families     []*familyProxier
+	metrics      *metrics
+	familySynced func(rules.Family, error)
+}
+
+// New returns a Proxier for opts.Families (IPv4 first).
+func New(opts Options) *Proxier {
+	p := &Proxier{metrics: newMetrics(opts.Registerer), familySynced: opts.FamilySynced}
+	gens := &genTracker{clean: map[rules.Family]bool{}}
+	if p.familySynced == nil {
+		p.familySynced = func(rules.Family, error) {}
+	}
+	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
+		want := false
+		for _, f := range opts.Families {
+			want = want || f == fam
+		}
+		if !want {
+			continue
+		}
+		p.families = append(p.families, &familyProxier{
+			fam: familyOf(fam), ct: opts.Conntrack, metrics: p.metrics, gens: gens,
+			base: config{fam: familyOf(fam), mark: 1 << opts.MasqueradeBit, masqueradeAll: opts.MasqueradeAll,
+				clusterCIDRs: familyPrefixes(opts.ClusterCIDRs, fam)},
+			npCIDRs: familyPrefixes(opts.NodePortCIDRs, fam), npPrimary: opts.NodePortPrimary,
+		})
+	}
+	return p
+}
+
+// Name names the consumer in logs.
+func (p *Proxier) Name() string { return "nftables" }
+
+// Families are the IP families the Proxier programs.
+func (p *Proxier) Families() []rules.Family {
+	out := make([]rules.Family, len(p.families))
+	for i, f := range p.families {
+		out[i] = f.fam.Family
+	}
+	return out
+}
+
+// Sync brings every family's table up to date with st: the changed Services only, or all of
+// them when st.Full (or when a family's last transaction failed). Every family is attempted;
+// the error joins the failed ones'.
+func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
+	log := logr.FromContextOrDiscard(ctx)
+	var errs []error
+	noLocalExternal, noLocalInternal := 0, 0
+	for _, f := range p.families {
+		start := time.Now()
+		res, err := f.sync(ctx, st)
+		p.familySynced(f.fam.Family, err)
+		if err != nil {
+			p.metrics.failures.Inc()
+			errs = append(errs, err)
+			continue
+		}
+		kind := "partial"
+		if res.full {
+			kind = "full"
+		}
+		p.metrics.objects.WithLabelValues(f.fam.String(), kind).Add(float64(res.objects))
+		noLocalExternal += res.noLocalExternal
+		noLocalInternal += res.noLocalInternal
+		log.V(1).Info("Programmed nftables", "family", f.fam.String(), "full", res.full, "objects", res.objects, "duration", time.Since(start))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(noLocalExternal))
+	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(noLocalInternal))
+	return nil
+}
+
+// HealthCheckAddresses is where healthCheckNodePorts listen: as netfilter.Proxier's.
+func (p *Proxier) HealthCheckAddresses() []netip.Addr {
+	var out []netip.Addr
+	restricted := false
+	for _, f := range p.families {
+		switch {
+		case f.nodePorts != nil:
+			restricted = true
+			out = append(out, f.nodePorts...)
+		case f.fam.Family == rules.IPv6:
+			out = append(out, netip.IPv6Unspecified())
+		default:
+			out = append(out, netip.IPv4Unspecified())
+		}
+	}
+	if !restricted {
+		return nil
+	}
+	if out == nil {
+		out = []netip.Addr{}
+	}
+	return out
+}
+
+func familyPrefixes(list []netip.Prefix, f rules.Family) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range list {
+		if f.Contains(p.Addr()) {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// familyProxier holds one family's state: the rendered ports and what the last successful
+// transaction left in the kernel.
+type familyProxier struct {
+	fam       family
+	ct        netfilter.Conntrack
+	metrics   *metrics
+	base      config
+	npCIDRs   []netip.Prefix
+	npPrimary bool
+
+	cfg      config
+	services map[types.NamespacedName][]*rules.ServicePort
+	ports    map[string]*portState // by service port key
+	// elems are the shared maps' elements as in the kernel (map -> key -> verdict); claims
+	// are what the ports want (map -> key -> port -> verdict).
+	elems     map[string]map[string]string
+	claims    map[string]map[string]map[string]string
+	hairpin   map[netip.Addr]int // local endpoint IP -> ports using it
+	applied   bool               // false: the kernel's state is unknown, the next sync is full
+	nodePorts []netip.Addr       // where NodePorts answer (nil: every local address)
+	gens      *genTracker        // shared by the Proxier's families
+}
+
+type syncResult struct {
+	full                             bool
+	objects                          int // chains, rules and elements written or deleted
+	noLocalExternal, noLocalInternal int
+}
+
+// sync brings the family's table up to date for st's changed Services (all of them on a full
+// sync) in one netlink transaction, then removes stale UDP conntrack entries.
+func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult, error) {
+	full := st.Full || !p.applied
+	keys := st.Changed
+	if full && p.applied && p.undrifted(st) {
+		// A periodic full sync with nothing changed in nf_tables since the agent's last commit:
+		// every Service is rendered again and only the difference is written (usually nothing).
+		full = false
+		keys = p.allKeys(st.Changed)
+	}
+	if full {
+		if err := p.reset(st); err != nil {
+			return syncResult{}, err
+		}
+		if !st.Full {
+			all, err := st.Store.Services()
+			if err != nil {
+				return syncResult{}, err
+			}
+			keys = all
+		}
+	}
+	tx := newTransaction(p.fam)
+	stale := netfilter.NewStaleUDP()
+	if err := p.render(st, keys, tx, stale); err != nil {
+		p.applied = false
+		return syncResult{}, err
+	}
+	before, genErr := generation()
+	var err error
+	if full {
+		err = tx.commitFull(p)
+	} else {
+		err = tx.commitPartial()
+	}
+	if err != nil {
+		p.applied = false
+		return syncResult{}, fmt.Errorf("programming %s nftables: %w", p.fam, err)
+	}
+	p.applied = true
+	after, genErr2 := generation()
+	p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
+	p.deleteStaleConntrack(ctx, stale)
+	res := syncResult{full: full || st.Full, objects: tx.objects}
+	for _, ps := range p.ports {
+		if ps.noLocalExternal {
+			res.noLocalExternal++
+		}
+		if ps.noLocalInternal {
+			res.noLocalInternal++
+		}
+	}
+	return res, nil
+}
+
+// undrifted reports whether a full sync may be applied as a difference: nf_tables' generation
+// is still the one of the agent's last commit (nobody changed any table since), and the
+// configuration-dependent chains (NodePort addresses) are unchanged.
+func (p *familyProxier) undrifted(st *tracker.State) bool {
+	if !p.gens.undrifted(p.fam.Family) {
+		return false
+	}
+	cfg, _, err := p.config(st)
+	if err != nil {
+		return false
+	}
+	now, was := staticChains(&cfg), staticChains(&p.cfg)
+	if len(now) != len(was) {
+		return false
+	}
+	for name, rs := range now {
+		if !sameRules(rs, was[name]) {
+			return false
+		}
+	}
+	return true
+}
+
+// allKeys are the Services of a full sync (changed) and those the agent still programs.
+func (p *familyProxier) allKeys(changed []types.NamespacedName) []types.NamespacedName {
+	seen := map[types.NamespacedName]bool{}
+	for _, k := range changed {
+		seen[k] = true
+	}
+	out := slices.Clone(changed)
+	for k := range p.services {
+		if !seen[k] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// config is the rendering configuration for st's node: the NodePort addresses read again.
+func (p *familyProxier) config(st *tracker.State) (config, []netip.Addr, error) {
+	cfg := p.base
+	if len(p.npCIDRs) == 0 && !p.npPrimary {
+		return cfg, nil, nil
+	}
+	addrs, err := netfilter.NodePortAddresses(p.fam.Family, p.npCIDRs, p.npPrimary, st.Node)
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.restricted, cfg.nodePortAddrs = true, addrs
+	return cfg, append([]netip.Addr{}, addrs...), nil
+}
+
+// reset starts a full sync: no port known, the NodePort addresses read again.
+func (p *familyProxier) reset(st *tracker.State) error {
+	cfg, nodePorts, err := p.config(st)
+	if err != nil {
+		return err
+	}
+	p.nodePorts = nodePorts
+	p.cfg = cfg
+	p.services = map[types.NamespacedName][]*rules.ServicePort{}
+	p.ports = map[string]*portState{}
+	p.elems = map[string]map[string]string{}
+	p.claims = map[string]map[string]map[string]string{}
+	for _, m := range elemMaps {
+		p.elems[m] = map[string]string{}
+		p.claims[m] = map[string]map[string]string{}
+	}
+	p.hairpin = map[netip.Addr]int{}
+	p.applied = false
+	return nil
+}
+
+// render re-renders the Services keys and records in tx what changed for each of their ports.
+func (p *familyProxier) render(st *tracker.State, keys []types.NamespacedName, tx *transaction, stale *netfilter.StaleUDP) error {
+	node := serviceports.NodeOf(st.NodeName, st.Node)
+	node.Dead = st.Dead
+	for _, key := range keys {
+		svc, slices, err := st.Service(key)
+		if err != nil {
+			return err
+		}
+		var ports []*rules.ServicePort
+		if svc != nil {
+			ports = serviceports.ServicePorts(svc, slices, node, p.fam.Family)
+		}
+		next := map[string]*rules.ServicePort{}
+		for _, sp := range ports {
+			next[sp.Key()] = sp
+		}
+		for _, old := range p.services[key] {
+			gone := *old
+			gone.Endpoints = nil
+			stale.Add(&gone)
+			if next[old.Key()] == nil {
+				p.update(tx, old.Key(), nil)
+			}
+		}
+		for _, sp := range ports {
+			stale.Add(sp)
+			p.update(tx, sp.Key(), render(&p.cfg, sp))
+		}
+		if len(ports) > 0 {
+			p.services[key] = ports
+		} else {
+			delete(p.services, key)
+		}
+	}
+	return nil
+}
+
+// update replaces the state of the port key (nil: gone) and records the difference in tx.
+func (p *familyProxier) update(tx *transaction, key string, next *portState) {
+	prev := p.ports[key]
+	if prev == nil {
+		prev = &portState{}
+	}
+	if next == nil {
+		next = &portState{}
+	}
+	for name, rs := range next.chains {
+		if old, ok := prev.chains[name]; !ok || !sameRules(old, rs) {
+			tx.writeChain(name, old, rs, ok)
+		}
+	}
+	for name, old := range prev.chains {
+		if _, ok := next.chains[name]; !ok {
+			tx.deleteChain(name, old)
+		}
+	}
+	for _, m := range elemMaps {
+		for k, v := range prev.elems[m] {
+			if nv, ok := next.elems[m][k]; !ok || nv != v {
+				p.claim(tx, m, k, key, "")
+			}
+		}
+		for k, v := range next.elems[m] {
+			if ov, ok := prev.elems[m][k]; !ok || ov != v {
+				p.claim(tx, m, k, key, v)
+			}
+		}
+	}
+	// Count the new local endpoints first: an IP in both stays without churn.
+	for _, ip := range next.hairpin {
+		if p.hairpin[ip]++; p.hairpin[ip] == 1 {
+			tx.addElem(setHairpin, string(hairpinKey(ip)), "")
+		}
+	}
+	for _, ip := range prev.hairpin {
+		if p.hairpin[ip]--; p.hairpin[ip] <= 0 {
+			delete(p.hairpin, ip)
+			tx.deleteElem(setHairpin, string(hairpinKey(ip)))
+		}
+	}
+	if len(next.chains) == 0 && len(next.elems) == 0 && len(next.hairpin) == 0 {
+		delete(p.ports, key)
+	} else {
+		p.ports[key] = next
+	}
+}
+
+// claim records that the port owner wants element k of map m with verdict v ("": no longer),
+// and updates the element: when several ports claim one key (two Services with the same
+// address and port, e.g. one deleted and one created in its place), the port with the smallest
+// key has it, and the next one takes over when it lets go.
+func (p *familyProxier) claim(tx *transaction, m, k, owner, v string) {
+	claims := p.claims[m][k]
+	if v == "" {
+		delete(claims, owner)
+	} else {
+		if claims == nil {
+			claims = map[string]string{}
+			p.claims[m][k] = claims
+		}
+		claims[owner] = v
+	}
+	want, has := "", false
+	if len(claims) > 0 {
+		want, has = claims[slices.Min(slices.Collect(maps.Keys(claims)))], true
+	} else {
+		delete(p.claims[m], k)
+	}
+	cur, had := p.elems[m][k]
+	if had == has && cur == want {
+		return
+	}
+	if had {
+		tx.deleteElem(m, k)
+		delete(p.elems[m], k)
+	}
+	if has {
+		tx.addElem(m, k, want)
+		p.elems[m][k] = want
+	}
+}
+
+// deleteStaleConntrack removes UDP entries that no longer lead where the rules send new
+// packets; a failure is logged, as the iptables mode does.
+func (p *familyProxier) deleteStaleConntrack(ctx context.Context, stale *netfilter.StaleUDP) {
+	if stale.Empty() || p.ct == nil {
+		return
+	}
+	n, err := p.ct.DeleteUDP(p.fam.Family, stale)
+	p.metrics.conntrackDeleted.Add(float64(n))
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "Cannot delete stale UDP conntrack entries", "family", p.fam.String())
+	}
+}

@@ -1,0 +1,372 @@
+package nftables
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// elemChunk bounds the elements of one netlink message: their nested attribute must stay
+// under 64 KiB.
+const elemChunk = 256
+
+// socketBuffer is the netlink socket's send and receive buffer: a full sync is one batch of
+// thousands of messages, each acknowledged.
+const socketBuffer = 64 << 20
+
+// transaction collects one sync's changes to a family's table and applies them in one
+// netlink batch, which the kernel commits atomically or not at all.
+type transaction struct {
+	fam      family
+	writes   map[string]chainWrite
+	deletes  map[string][]nrule // chain -> its rules before
+	elemAdds map[string]map[string]string
+	elemDels map[string]map[string]bool
+	// objects counts chains, rules and elements written or deleted.
+	objects int
+}
+
+type chainWrite struct {
+	old, rules []nrule
+	existed    bool
+}
+
+func newTransaction(f family) *transaction {
+	return &transaction{fam: f, writes: map[string]chainWrite{}, deletes: map[string][]nrule{},
+		elemAdds: map[string]map[string]string{}, elemDels: map[string]map[string]bool{}}
+}
+
+func (tx *transaction) writeChain(name string, old, rs []nrule, existed bool) {
+	tx.writes[name] = chainWrite{old: old, rules: rs, existed: existed}
+}
+
+func (tx *transaction) deleteChain(name string, old []nrule) { tx.deletes[name] = old }
+
+// affinitySets are the affinity maps rs use, by name.
+func affinitySets(rs []nrule) map[string]*affinity {
+	out := map[string]*affinity{}
+	for _, r := range rs {
+		if r.aff != nil {
+			out[r.aff.set] = r.aff
+		}
+	}
+	return out
+}
+
+func (tx *transaction) addElem(m, key, v string) {
+	if tx.elemAdds[m] == nil {
+		tx.elemAdds[m] = map[string]string{}
+	}
+	tx.elemAdds[m][key] = v
+}
+
+func (tx *transaction) deleteElem(m, key string) {
+	if tx.elemAdds[m] != nil {
+		if _, ok := tx.elemAdds[m][key]; ok {
+			// Added earlier in this transaction: not in the kernel yet.
+			delete(tx.elemAdds[m], key)
+			return
+		}
+	}
+	if tx.elemDels[m] == nil {
+		tx.elemDels[m] = map[string]bool{}
+	}
+	tx.elemDels[m][key] = true
+}
+
+func (tx *transaction) empty() bool {
+	n := len(tx.writes) + len(tx.deletes)
+	for _, m := range tx.elemAdds {
+		n += len(m)
+	}
+	for _, m := range tx.elemDels {
+		n += len(m)
+	}
+	return n == 0
+}
+
+// dial opens a netlink connection to nf_tables with buffers large enough for a full sync.
+func dial() (*nftables.Conn, error) {
+	c, err := nftables.New(nftables.WithSockOptions(func(nc *netlink.Conn) error {
+		rc, err := nc.SyscallConn()
+		if err != nil {
+			return err
+		}
+		// Best effort: without the buffers a large transaction fails with ENOBUFS, reported
+		// by the commit itself.
+		return rc.Control(func(fd uintptr) {
+			for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, socketBuffer)
+			}
+		})
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("opening nf_tables netlink connection: %w", err)
+	}
+	return c, nil
+}
+
+func (tx *transaction) table() *nftables.Table {
+	return &nftables.Table{Name: TableName, Family: tx.fam.table}
+}
+
+// commitPartial applies the recorded differences: element deletions, chain (re)writes, element
+// additions, then the chains no longer used.
+func (tx *transaction) commitPartial() error {
+	if tx.empty() {
+		return nil
+	}
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	t := tx.table()
+	for _, m := range slices.Sorted(maps.Keys(tx.elemDels)) {
+		if err := tx.setElems(c, t, m, tx.elemDels[m], nil); err != nil {
+			return err
+		}
+	}
+	// Affinity sets: created before the rules that use them, deleted after the last rule using
+	// them went (a set is used by several chains of its port).
+	before, after := map[string]*affinity{}, map[string]*affinity{}
+	for _, w := range tx.writes {
+		maps.Copy(before, affinitySets(w.old))
+		maps.Copy(after, affinitySets(w.rules))
+	}
+	for _, old := range tx.deletes {
+		maps.Copy(before, affinitySets(old))
+	}
+	for _, set := range slices.Sorted(maps.Keys(after)) {
+		if before[set] == nil {
+			if err := c.AddSet(tx.fam.affinitySet(t, after[set]), nil); err != nil {
+				return fmt.Errorf("adding affinity set %s: %w", set, err)
+			}
+		}
+	}
+	// Every new chain exists before any rule (of another chain) jumps to it.
+	written := slices.Sorted(maps.Keys(tx.writes))
+	for _, name := range written {
+		ch := &nftables.Chain{Name: name, Table: t}
+		if tx.writes[name].existed {
+			c.FlushChain(ch)
+		} else {
+			c.AddChain(ch)
+		}
+		tx.objects++
+	}
+	for _, name := range written {
+		if err := tx.addRules(c, &nftables.Chain{Name: name, Table: t}, tx.writes[name].rules); err != nil {
+			return err
+		}
+	}
+	for _, m := range slices.Sorted(maps.Keys(tx.elemAdds)) {
+		if err := tx.setElems(c, t, m, nil, tx.elemAdds[m]); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(tx.deletes)) {
+		ch := &nftables.Chain{Name: name, Table: t}
+		c.FlushChain(ch)
+		c.DelChain(ch)
+		tx.objects++
+	}
+	for _, set := range slices.Sorted(maps.Keys(before)) {
+		if after[set] == nil {
+			c.DelSet(&nftables.Set{Name: set, Table: t})
+		}
+	}
+	return c.Flush()
+}
+
+// commitFull writes the whole table as p holds it: every existing chain and map of the table
+// is flushed and rewritten, chains and sets the agent no longer wants are deleted, in one
+// transaction (so traffic never sees a half-written table). Whatever else changed the table
+// (drift) is undone.
+func (tx *transaction) commitFull(p *familyProxier) error {
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	t := tx.table()
+	chains := staticChains(&p.cfg)
+	for _, ps := range p.ports {
+		for name, rs := range ps.chains {
+			chains[name] = rs
+		}
+	}
+	existingChains, existingSets, err := listTable(c, t)
+	if err != nil {
+		return err
+	}
+	affSets := map[string]*affinity{}
+	for _, rs := range chains {
+		maps.Copy(affSets, affinitySets(rs))
+	}
+	c.AddTable(t)
+	for _, name := range existingChains {
+		c.FlushChain(&nftables.Chain{Name: name, Table: t})
+	}
+	for _, name := range existingSets {
+		if affSets[name] != nil {
+			delete(affSets, name) // kept with its clients: same name, same endpoints
+			continue
+		}
+		if slices.Contains(setNames, name) {
+			c.FlushSet(&nftables.Set{Name: name, Table: t})
+		} else {
+			c.DelSet(&nftables.Set{Name: name, Table: t})
+		}
+	}
+	for _, name := range existingChains {
+		if _, ok := chains[name]; !ok {
+			c.DelChain(&nftables.Chain{Name: name, Table: t})
+		}
+	}
+	isBase := map[string]bool{}
+	for _, b := range baseChains {
+		prio := b.priority
+		c.AddChain(&nftables.Chain{Name: b.name, Table: t, Type: b.typ, Hooknum: b.hook, Priority: &prio})
+		isBase[b.name] = true
+	}
+	names := slices.Sorted(maps.Keys(chains))
+	for _, name := range names {
+		if !isBase[name] {
+			c.AddChain(&nftables.Chain{Name: name, Table: t})
+		}
+	}
+	tx.objects += len(names)
+	for _, a := range affSets {
+		if err := c.AddSet(tx.fam.affinitySet(t, a), nil); err != nil {
+			return fmt.Errorf("adding affinity set %s: %w", a.set, err)
+		}
+	}
+	for _, m := range setNames {
+		if err := c.AddSet(tx.fam.namedSet(t, m), nil); err != nil {
+			return fmt.Errorf("adding set %s: %w", m, err)
+		}
+		all := map[string]string{}
+		if m == setHairpin {
+			for ip := range p.hairpin {
+				all[string(hairpinKey(ip))] = ""
+			}
+		} else {
+			maps.Copy(all, p.elems[m])
+		}
+		if err := tx.setElems(c, t, m, nil, all); err != nil {
+			return err
+		}
+	}
+	for _, name := range names {
+		if err := tx.addRules(c, &nftables.Chain{Name: name, Table: t}, chains[name]); err != nil {
+			return err
+		}
+	}
+	return c.Flush()
+}
+
+// listTable lists the names of the table's chains and named sets (none when it does not exist).
+func listTable(c *nftables.Conn, t *nftables.Table) (chains, sets []string, err error) {
+	tables, err := c.ListTablesOfFamily(t.Family)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing tables: %w", err)
+	}
+	if !slices.ContainsFunc(tables, func(x *nftables.Table) bool { return x.Name == t.Name }) {
+		return nil, nil, nil
+	}
+	all, err := c.ListChainsOfTableFamily(t.Family)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing chains: %w", err)
+	}
+	for _, ch := range all {
+		if ch.Table.Name == t.Name {
+			chains = append(chains, ch.Name)
+		}
+	}
+	ss, err := c.GetSets(t)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing sets: %w", err)
+	}
+	for _, s := range ss {
+		if !s.Anonymous && !strings.HasPrefix(s.Name, "__") {
+			sets = append(sets, s.Name)
+		}
+	}
+	return chains, sets, nil
+}
+
+// setElems deletes the keys del, or adds the elements add (key : verdict), of the named set m.
+func (tx *transaction) setElems(c *nftables.Conn, t *nftables.Table, m string, del map[string]bool, add map[string]string) error {
+	set := tx.fam.namedSet(t, m)
+	var elems []nftables.SetElement
+	for k := range del {
+		elems = append(elems, nftables.SetElement{Key: []byte(k)})
+	}
+	for k, v := range add {
+		e := nftables.SetElement{Key: []byte(k)}
+		switch {
+		case m == setHairpin:
+		case v == verdictDrop:
+			e.VerdictData = &expr.Verdict{Kind: expr.VerdictDrop}
+		default:
+			e.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: v}
+		}
+		elems = append(elems, e)
+	}
+	tx.objects += len(elems)
+	for len(elems) > 0 {
+		n := min(len(elems), elemChunk)
+		var err error
+		if del != nil {
+			err = c.SetDeleteElements(set, elems[:n])
+		} else {
+			err = c.SetAddElements(set, elems[:n])
+		}
+		if err != nil {
+			return fmt.Errorf("elements of %s: %w", m, err)
+		}
+		elems = elems[n:]
+	}
+	return nil
+}
+
+// addRules appends rs to ch; a rule balancing over several endpoints gets its anonymous map.
+func (tx *transaction) addRules(c *nftables.Conn, ch *nftables.Chain, rs []nrule) error {
+	for _, r := range rs {
+		exprs := r.exprs
+		if len(r.gotos) > 1 {
+			set := &nftables.Set{Table: ch.Table, Anonymous: true, Constant: true, IsMap: true,
+				KeyType: nftables.TypeInteger, DataType: nftables.TypeVerdict}
+			elems := make([]nftables.SetElement, len(r.gotos))
+			for i, g := range r.gotos {
+				elems[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)),
+					VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: g}}
+			}
+			if err := c.AddSet(set, elems); err != nil {
+				return fmt.Errorf("adding endpoint map of %s: %w", ch.Name, err)
+			}
+			exprs = numgenVmap(set, len(r.gotos))
+		}
+		if len(r.eps) > 1 {
+			set := &nftables.Set{Table: ch.Table, Anonymous: true, Constant: true, IsMap: true,
+				KeyType: nftables.TypeInteger, DataType: tx.fam.endpointType()}
+			elems := make([]nftables.SetElement, len(r.eps))
+			for i, e := range r.eps {
+				elems[i] = nftables.SetElement{Key: binaryutil.NativeEndian.PutUint32(uint32(i)), Val: endpointValue(e)}
+			}
+			if err := c.AddSet(set, elems); err != nil {
+				return fmt.Errorf("adding endpoint map of %s: %w", ch.Name, err)
+			}
+			exprs = append(slices.Clip(exprs), tx.fam.dnatMap(set, len(r.eps))...)
+		}
+		c.AddRule(&nftables.Rule{Table: ch.Table, Chain: ch, Exprs: exprs})
+		tx.objects++
+	}
+	return nil
+}
