@@ -22,6 +22,10 @@ import (
 // terminating: true); a proxy routes on ready as given, so the pod stays reachable ("should be
 // able to connect to terminating and unready endpoints if PublishNotReadyAddresses is true").
 func TestTerminatingEndpointTheSliceCallsReadyIsServed(t *testing.T) {
+	forModes(t, testTerminatingEndpointTheSliceCallsReadyIsServed)
+}
+
+func testTerminatingEndpointTheSliceCallsReadyIsServed(t *testing.T) {
 	e := newEnv(t)
 	backend := e.pod(e.node2, "leaving")
 	backend.StartEchoServer(t, "tcp", 8080)
@@ -54,7 +58,9 @@ func TestTerminatingEndpointTheSliceCallsReadyIsServed(t *testing.T) {
 // TestServiceOfAnotherProxyLeftAlone: a Service labelled service.kubernetes.io/service-proxy-name
 // belongs to the proxy it names; portico-agent, like kube-proxy, programs nothing for it, and
 // serves it once the label is removed ("should implement service.kubernetes.io/service-proxy-name").
-func TestServiceOfAnotherProxyLeftAlone(t *testing.T) {
+func TestServiceOfAnotherProxyLeftAlone(t *testing.T) { forModes(t, testServiceOfAnotherProxyLeftAlone) }
+
+func testServiceOfAnotherProxyLeftAlone(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "other", "other")
 	other := e.service("other", "other", func(s *corev1.Service) {
@@ -66,12 +72,16 @@ func TestServiceOfAnotherProxyLeftAlone(t *testing.T) {
 	pod := e.pod(e.node1, "client")
 	e.reach(&pod.Host, "tcp", addrPort(clusterIP(marker), 80))
 	for _, n := range []*netlab.Node{e.node1, e.node2} {
-		out, err := n.Exec(e.ctx, "iptables-save")
+		dump := []string{"iptables-save"}
+		if e.mode == modeNFTables {
+			dump = []string{"nft", "list", "table", "ip", "portico"}
+		}
+		out, err := n.Exec(e.ctx, dump[0], dump[1:]...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ip := other.Spec.ClusterIP; strings.Contains(string(out), ip) {
-			t.Errorf("iptables-save on %s has a rule for %s, the ClusterIP of a Service another proxy serves", n.Name, ip)
+			t.Errorf("%s on %s has a rule for %s, the ClusterIP of a Service another proxy serves", dump[0], n.Name, ip)
 		}
 	}
 	if r, err := e.request(&pod.Host, "tcp", addrPort(clusterIP(other), 80)); err == nil {
