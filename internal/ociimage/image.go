@@ -3,6 +3,7 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,6 +42,10 @@ type Image struct {
 	// Created is the creation time recorded in the config and every layer entry's
 	// modification time; zero means Epoch.
 	Created time.Time
+	// Stored writes the layers gzip-framed but not compressed: for archives that only travel
+	// to a local containerd, which unpacks them at every import (compressing costs more there
+	// than it saves).
+	Stored bool
 }
 
 // Build returns the OCI image (OCI manifest, config and gzip layer media types).
@@ -57,9 +62,13 @@ func (im Image) Build() (v1.Image, error) {
 			return nil, fmt.Errorf("layer %d: %w", i, err)
 		}
 		data := buf.Bytes()
+		opts := []tarball.LayerOption{tarball.WithMediaType(types.OCILayer)}
+		if im.Stored {
+			opts = append(opts, tarball.WithCompressionLevel(gzip.NoCompression))
+		}
 		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(data)), nil
-		}, tarball.WithMediaType(types.OCILayer))
+		}, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("layer %d: %w", i, err)
 		}

@@ -280,3 +280,36 @@ func readArchive(t *testing.T, path, ref string) v1.Image {
 	}
 	return img
 }
+
+// TestStoredLayers: a Stored image's layer is gzip-framed but not compressed (larger than the
+// compressed one for compressible content), and both hold the same files (the same diff ID).
+func TestStoredLayers(t *testing.T) {
+	sizes := map[bool]int64{}
+	diffIDs := map[bool]v1.Hash{}
+	for _, stored := range []bool{false, true} {
+		l := &Layer{}
+		if err := l.AddFile("/data", 0o644, make([]byte, 1<<16)); err != nil {
+			t.Fatal(err)
+		}
+		img, err := Image{Layers: []*Layer{l}, Stored: stored}.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers, err := img.Layers()
+		if err != nil || len(layers) != 1 {
+			t.Fatalf("layers %v, %v", layers, err)
+		}
+		if sizes[stored], err = layers[0].Size(); err != nil {
+			t.Fatal(err)
+		}
+		if diffIDs[stored], err = layers[0].DiffID(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sizes[true] < 1<<16 || sizes[false] >= sizes[true] {
+		t.Errorf("layer sizes: compressed %d, stored %d; want stored at least the 64 KiB of zeros and compressed smaller", sizes[false], sizes[true])
+	}
+	if diffIDs[true] != diffIDs[false] {
+		t.Errorf("diff IDs differ: %v vs %v", diffIDs[false], diffIDs[true])
+	}
+}

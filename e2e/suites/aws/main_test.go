@@ -4,12 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"testing"
-	"time"
-
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 
 	"github.com/portico-lb/portico/e2e/framework/cluster"
 	"github.com/portico-lb/portico/e2e/framework/cpaws"
@@ -28,37 +23,21 @@ var trials = flag.Int("aws.trials", 10, "crash trials TestCrashTrials runs (at l
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(0))))
-	// Building the binaries and starting the control plane both take a while: overlap them.
-	built := make(chan error, 1)
-	go func() { built <- buildBinaries() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	c, err := cluster.Start(ctx, cluster.Options{Controllers: []string{}})
-	cancel()
-	berr := <-built
-	if err != nil || berr != nil {
-		fmt.Fprintln(os.Stderr, "starting control plane:", err, "building binaries:", berr)
-		if c != nil {
-			_ = c.Stop()
-		}
-		os.Exit(1)
-	}
-	testCluster = c
 	// cloud-provider-aws (the parity and adoption tests' anchor) builds in the background on a
 	// cold cache while the other tests run; those tests wait for it (cpaws.Ensure's lock).
 	warm, stopWarm := context.WithCancel(context.Background())
 	go func() { _, _ = cpaws.Ensure(warm, cpaws.Options{}) }()
-	code := m.Run()
-	stopWarm()
-	if err := moto.StopShared(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping moto:", err)
-		code = 1
-	}
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-		code = 1
-	}
-	os.Exit(code)
+	cluster.Main(m, &testCluster, cluster.SuiteOptions{
+		Options:   cluster.Options{Controllers: []string{}},
+		Alongside: buildBinaries, // building the binaries and starting the control plane both take a while
+		After: func() error {
+			stopWarm()
+			if err := moto.StopShared(); err != nil {
+				return fmt.Errorf("stopping moto: %w", err)
+			}
+			return nil
+		},
+	})
 }
 
 // buildBinaries builds (or finds in the cache) the binaries the tests start.
