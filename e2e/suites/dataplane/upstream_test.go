@@ -58,7 +58,9 @@ func testTerminatingEndpointTheSliceCallsReadyIsServed(t *testing.T) {
 // TestServiceOfAnotherProxyLeftAlone: a Service labelled service.kubernetes.io/service-proxy-name
 // belongs to the proxy it names; portico-agent, like kube-proxy, programs nothing for it, and
 // serves it once the label is removed ("should implement service.kubernetes.io/service-proxy-name").
-func TestServiceOfAnotherProxyLeftAlone(t *testing.T) { forModes(t, testServiceOfAnotherProxyLeftAlone) }
+func TestServiceOfAnotherProxyLeftAlone(t *testing.T) {
+	forModes(t, testServiceOfAnotherProxyLeftAlone)
+}
 
 func testServiceOfAnotherProxyLeftAlone(t *testing.T) {
 	e := newEnv(t)
