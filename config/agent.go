@@ -54,6 +54,10 @@ type Agent struct {
 	IPTablesPath, IP6TablesPath string
 	// Announcers names the VIP announcers to run (see KnownAnnouncers); empty: none.
 	Announcers []string
+	// IgnoreExcludeLB makes nodes labelled node.kubernetes.io/exclude-from-external-load-balancers
+	// announce and count as load-balancer nodes like any other (servicerules.IgnoreExcludeLabel);
+	// give it to portico-controller too, so both agree.
+	IgnoreExcludeLB bool
 	// Membership configures the node-liveness gossip every announcer and the dead-node
 	// endpoint filter rely on.
 	Membership Membership
@@ -161,6 +165,7 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&nodePortFlag{&c.NodePortAddresses}, "nodeport-addresses", `comma list of CIDRs and/or "primary" (the Node's primary IP per family): NodePorts answer only on local addresses within them (default: every local address except loopback)`)
 	fs.Var(&prefixListFlag{&c.ClusterCIDRs}, "cluster-cidr", "comma list of the pods' CIDRs (enables masquerading of off-cluster ClusterIP traffic and the externalTrafficPolicy: Local short-circuit)")
 	fs.BoolVar(&c.MasqueradeAll, "masquerade-all", c.MasqueradeAll, "masquerade all traffic sent to ClusterIPs")
+	fs.BoolVar(&c.IgnoreExcludeLB, "ignore-exclude-lb", c.IgnoreExcludeLB, "treat nodes labelled node.kubernetes.io/exclude-from-external-load-balancers as load-balancer nodes like any other (announcers; give portico-controller the same flag)")
 	fs.IntVar(&c.MasqueradeBit, "iptables-masquerade-bit", c.MasqueradeBit, "fwmark bit (0-31) marking packets to masquerade")
 	fs.StringVar(&c.IPTablesPath, "iptables", c.IPTablesPath, "iptables binary; iptables-restore and iptables-save are its siblings")
 	fs.StringVar(&c.IP6TablesPath, "ip6tables", c.IP6TablesPath, "ip6tables binary")

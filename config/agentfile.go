@@ -30,6 +30,7 @@ const (
 //	clusterCIDRs: [10.244.0.0/16]
 //	iptables: {syncPeriod: 30s, minSyncPeriod: 1s}
 //	announce: [l2]
+//	ignoreExcludeLB: false
 //	membership: {enabled: true, secretFile: /etc/portico/membership/secret}
 type AgentConfiguration struct {
 	metav1.TypeMeta `json:",inline"`
@@ -44,6 +45,7 @@ type AgentConfiguration struct {
 	ClusterCIDRs       []string           `json:"clusterCIDRs,omitempty"`
 	IPTables           *AgentIPTablesFile `json:"iptables,omitempty"`
 	Announce           []string           `json:"announce,omitempty"`
+	IgnoreExcludeLB    *bool              `json:"ignoreExcludeLB,omitempty"`
 	Membership         *MembershipFile    `json:"membership,omitempty"`
 }
 
@@ -119,6 +121,7 @@ func (f *AgentConfiguration) settings() []setting {
 		str("iptables.ip6Path", "ip6tables", ip.IP6Path)
 	}
 	list("announce", "announce", f.Announce)
+	boolean("ignoreExcludeLB", "ignore-exclude-lb", f.IgnoreExcludeLB)
 	if m := f.Membership; m != nil {
 		boolean("membership.enabled", "membership", m.Enabled)
 		str("membership.bindAddress", "membership-bind-address", m.BindAddress)

@@ -51,6 +51,7 @@ iptables:
   path: /usr/sbin/iptables-nft
   ip6Path: /usr/sbin/ip6tables-nft
 announce: [bgp]
+ignoreExcludeLB: true
 membership:
   enabled: true
   port: 7999
@@ -81,6 +82,9 @@ func TestAgentConfigurationFile(t *testing.T) {
 	m := c.Membership
 	if len(c.Announcers) != 1 || c.Announcers[0] != "bgp" || !m.Enabled || m.Port != 7999 || m.ProbeInterval != 200*time.Millisecond || m.ProbeTimeout != 100*time.Millisecond || m.SuspicionMult != 5 {
 		t.Errorf("announce and membership not applied: %v %+v", c.Announcers, m)
+	}
+	if !c.IgnoreExcludeLB {
+		t.Error("ignoreExcludeLB not applied")
 	}
 	// Keys the file leaves out keep their defaults.
 	if d := DefaultMembership(); m.GossipInterval != d.GossipInterval || m.RejoinInterval != d.RejoinInterval {

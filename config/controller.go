@@ -51,6 +51,9 @@ type Controller[P ProviderConfigs] struct {
 	ResyncPeriod metav1.Duration `json:"resyncPeriod,omitempty"`
 	// Workers is the number of Services reconciled in parallel.
 	Workers int `json:"workers,omitempty"`
+	// IgnoreExcludeLB makes nodes labelled node.kubernetes.io/exclude-from-external-load-balancers
+	// load-balancer backends like any other (servicerules.IgnoreExcludeLabel).
+	IgnoreExcludeLB bool `json:"ignoreExcludeLB,omitempty"`
 
 	LeaderElect              bool            `json:"leaderElect,omitempty"`
 	LeaderElectionNamespace  string          `json:"leaderElectionNamespace,omitempty"`
@@ -97,6 +100,7 @@ func (c *Controller[P]) BindFlags(fs *pflag.FlagSet) {
 	fs.AddGoFlagSet(providerFlags)
 	fs.DurationVar(&c.ResyncPeriod.Duration, "resync-period", c.ResyncPeriod.Duration, "re-ensure every owned load balancer this often to repair drift (0 disables)")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "Services reconciled in parallel")
+	fs.BoolVar(&c.IgnoreExcludeLB, "ignore-exclude-lb", c.IgnoreExcludeLB, "treat nodes labelled node.kubernetes.io/exclude-from-external-load-balancers as load-balancer backends like any other")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease so only one replica acts")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader-election Lease")
 	fs.StringVar(&c.LeaderElectionID, "leader-election-id", c.LeaderElectionID, "name of the leader-election Lease")

@@ -28,11 +28,11 @@ func parse(t *testing.T, args ...string) (Controller[registry.Configs], error) {
 }
 
 func TestControllerFlags(t *testing.T) {
-	c, err := parse(t, "--class=portico-lb.io/a=reference, portico-lb.io/b=reference", "--resync-period=0", "--workers=2")
+	c, err := parse(t, "--class=portico-lb.io/a=reference, portico-lb.io/b=reference", "--resync-period=0", "--workers=2", "--ignore-exclude-lb")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Classes) != 2 || c.Classes["portico-lb.io/b"] != "reference" || c.ResyncPeriod.Duration != 0 || c.Workers != 2 {
+	if len(c.Classes) != 2 || c.Classes["portico-lb.io/b"] != "reference" || c.ResyncPeriod.Duration != 0 || c.Workers != 2 || !c.IgnoreExcludeLB {
 		t.Errorf("config = %+v", c)
 	}
 }

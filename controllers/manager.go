@@ -84,11 +84,12 @@ func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], re
 		return nil, err
 	}
 	rec, err := service.NewReconciler(mgr.GetClient(), service.Options{
-		Ownership:    ownership,
-		Providers:    provs,
-		ResyncPeriod: cfg.ResyncPeriod.Duration,
-		Recorder:     mgr.GetEventRecorder("portico-controller"),
-		Metrics:      service.ProcessMetrics(),
+		Ownership:       ownership,
+		Providers:       provs,
+		ResyncPeriod:    cfg.ResyncPeriod.Duration,
+		IgnoreExcludeLB: cfg.IgnoreExcludeLB,
+		Recorder:        mgr.GetEventRecorder("portico-controller"),
+		Metrics:         service.ProcessMetrics(),
 	})
 	if err != nil {
 		return nil, err

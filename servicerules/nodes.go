@@ -42,6 +42,15 @@ func NodeEligible(n *corev1.Node) bool {
 	return true
 }
 
+// IgnoreExcludeLabel removes ExcludeFromLBLabel from n (a copy the caller owns), for a
+// controller or agent told to ignore the label (--ignore-exclude-lb, as MetalLB's flag of that
+// name): applied to the Nodes as they are read, it makes every rule that follows (NodeEligible,
+// the backend set, the announcers' election) treat labelled nodes as any other, the same way in
+// portico-controller and portico-agent.
+func IgnoreExcludeLabel(n *corev1.Node) {
+	delete(n.Labels, ExcludeFromLBLabel)
+}
+
 // NodeAddresses are the addresses a load balancer reaches n on: its InternalIPs, or its
 // ExternalIPs when it has no InternalIP. Unparsable addresses are skipped.
 func NodeAddresses(n *corev1.Node) []netip.Addr {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/providers"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // Finalizer holds a Service with a loadBalancerClass until its load balancer is gone.
@@ -94,8 +95,11 @@ type Options struct {
 	// ResyncPeriod re-ensures a load balancer whose model did not change, so that the provider
 	// repairs drift. 0 disables it.
 	ResyncPeriod time.Duration
-	Recorder     events.EventRecorder
-	Metrics      *Metrics
+	// IgnoreExcludeLB reads Nodes without the exclude-from-external-load-balancers label
+	// (servicerules.IgnoreExcludeLabel).
+	IgnoreExcludeLB bool
+	Recorder        events.EventRecorder
+	Metrics         *Metrics
 }
 
 // Reconciler reconciles LoadBalancer Services in four steps: observe, build the desired model,
@@ -161,6 +165,11 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 	var nodes corev1.NodeList
 	if err := r.client.List(ctx, &nodes); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	if r.opts.IgnoreExcludeLB {
+		for i := range nodes.Items {
+			servicerules.IgnoreExcludeLabel(&nodes.Items[i])
+		}
 	}
 
 	// Build the desired model (pure). Invalid input never reaches the provider and never tears

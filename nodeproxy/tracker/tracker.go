@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
+	"github.com/portico-lb/portico/servicerules"
 )
 
 // informerResync is how often informers replay their caches (kube-proxy's configSyncPeriod).
@@ -55,6 +56,10 @@ type Options struct {
 	// A change to another node's labels, addresses, conditions, taints or deletion queues a
 	// sync without marking any Service.
 	AllNodes bool
+	// IgnoreExcludeLB strips the exclude-from-external-load-balancers label from the Nodes as
+	// they enter the cache (servicerules.IgnoreExcludeLabel), so every consumer sees them
+	// without it.
+	IgnoreExcludeLB bool
 	// Pools, when set, watches AddressPools (portico-lb.io/v1alpha1) through it; a change
 	// queues a sync without marking any Service.
 	Pools dynamic.Interface
@@ -92,6 +97,11 @@ func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tr
 	svcInf := factory.Core().V1().Services()
 	sliceInf := factory.Discovery().V1().EndpointSlices()
 	nodeInf := nodeFactory.Core().V1().Nodes()
+	if opts.IgnoreExcludeLB {
+		if err := nodeInf.Informer().SetTransform(withoutExcludeLabel); err != nil {
+			return nil, fmt.Errorf("setting node transform: %w", err)
+		}
+	}
 	if err := sliceInf.Informer().AddIndexers(cache.Indexers{SliceServiceIndex: SliceServiceKey}); err != nil {
 		return nil, fmt.Errorf("adding endpoint slice index: %w", err)
 	}
@@ -312,4 +322,13 @@ func (t *Tracker) Pending() map[types.NamespacedName]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// withoutExcludeLabel is the node informer's transform under Options.IgnoreExcludeLB: the
+// informer hands it freshly decoded objects, which it may change in place.
+func withoutExcludeLabel(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		servicerules.IgnoreExcludeLabel(n)
+	}
+	return obj, nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/portico-lb/portico/servicerules"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -40,5 +41,26 @@ func TestElectionFieldsChanged(t *testing.T) {
 		if got := electionFieldsChanged(base(), n); got != c.want {
 			t.Errorf("%s: changed = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestIgnoreExcludeLB: under Options.IgnoreExcludeLB the node informer's transform drops the
+// exclude label (and only it), so the node is eligible for every consumer.
+func TestIgnoreExcludeLB(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{
+		servicerules.ExcludeFromLBLabel: "true", "zone": "a"}}}
+	if servicerules.NodeEligible(n) {
+		t.Fatal("a labelled node is eligible before the transform")
+	}
+	out, err := withoutExcludeLabel(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Node)
+	if !servicerules.NodeEligible(got) || got.Labels["zone"] != "a" || len(got.Labels) != 1 {
+		t.Errorf("after the transform: eligible %v, labels %v", servicerules.NodeEligible(got), got.Labels)
+	}
+	if other, err := withoutExcludeLabel("not a node"); err != nil || other != "not a node" {
+		t.Errorf("a non-Node passed through as %v, %v", other, err)
 	}
 }

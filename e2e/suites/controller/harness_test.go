@@ -50,6 +50,8 @@ type envOptions struct {
 	classless  bool
 	leaderElec bool
 	prov       *reference.Provider
+	// ignoreExclude runs the controller with --ignore-exclude-lb.
+	ignoreExclude bool
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -76,6 +78,7 @@ func (e *env) start(o envOptions) {
 	}
 	cfg.ResyncPeriod.Duration = o.resync
 	cfg.LeaderElect = o.leaderElec
+	cfg.IgnoreExcludeLB = o.ignoreExclude
 	cfg.LeaderElectionNamespace = e.ns
 	cfg.LeaderElectionID = "portico-controller"
 	cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration = 3*time.Second, 2*time.Second, 500*time.Millisecond

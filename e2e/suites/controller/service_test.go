@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -376,6 +377,38 @@ func TestLeaderElectionFailover(t *testing.T) {
 	follower.waitIngress("second")
 	if follower.prov.Calls()[reference.OpEnsure] == 0 {
 		t.Errorf("the follower did not take over")
+	}
+}
+
+// TestIgnoreExcludeLB: with --ignore-exclude-lb a node labelled
+// exclude-from-external-load-balancers is a backend like any other; without it, it is not.
+func TestIgnoreExcludeLB(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		t.Run(map[bool]string{false: "honoured", true: "ignored"}[ignore], func(t *testing.T) { testIgnoreExcludeLB(t, ignore) })
+	}
+}
+
+func testIgnoreExcludeLB(t *testing.T, ignore bool) {
+	ctx := context.Background()
+	e := newEnv(t, envOptions{ignoreExclude: ignore})
+	names := []string{e.ns + "-plain", e.ns + "-labelled"}
+	for i, n := range names {
+		spec := nodeSpec(n, 20+i)
+		if i == 1 {
+			spec.Labels = map[string]string{servicerules.ExcludeFromLBLabel: "true"}
+		}
+		if _, err := testCluster.RegisterNode(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = e.cs.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{}) })
+	}
+	want := map[bool]int{false: 1, true: 2}[ignore]
+	svc := e.create(e.lbService("web"))
+	lb := e.desired(svc, fmt.Sprintf("%d of the two test nodes (ignore-exclude-lb %v)", want, ignore), func(lb *providers.LoadBalancer) bool {
+		return countNodes(lb, names) == want
+	})
+	if ignore != slices.ContainsFunc(lb.Nodes, func(n providers.Node) bool { return n.Name == names[1] }) {
+		t.Errorf("ignore-exclude-lb %v: backends %v", ignore, lb.Nodes)
 	}
 }
 
