@@ -44,7 +44,7 @@ tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, 
 test: prereqs lint tools test-unit test-e2e ## everything CI runs
 
 test-unit: ## tests that need nothing but Go: no root, no control plane, no network lab (tests that do carry the e2e or moto build tag)
-	$(GO) test $(GOTEST_FLAGS) $(UNIT_PKGS)
+	$(GO) test $(GOTEST_FLAGS) -timeout 30m $(UNIT_PKGS) # cmd's test builds the three binaries: minutes on a cold, loaded machine
 
 test-e2e: prereqs tools ## as root: e2e/ and the e2e-tagged tests (real control plane, network lab, bird), and providers/aws against moto
 	$(GO) test $(GOTEST_FLAGS) -tags e2e -timeout 60m $(E2E_PKGS) $(E2E_TAGGED_PKGS)
