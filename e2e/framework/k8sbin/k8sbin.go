@@ -268,8 +268,26 @@ func (c Module) writeWrapper(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	var tools strings.Builder
+	tools.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
+	for _, pkg := range c.Cmds {
+		fmt.Fprintf(&tools, "\t_ %q\n", pkg)
+	}
+	tools.WriteString(")\n")
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(c.wrapperGoMod(filepath.Base(dir), upstream)), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools.String()), 0o644); err != nil {
+		return err
+	}
+	return goCmd(ctx, dir, "mod", "tidy")
+}
+
+// wrapperGoMod is the wrapper module's go.mod, named after its directory name, for the
+// upstream go.mod: the upstream go directive, a require of c, and the replace directives.
+func (c Module) wrapperGoMod(name string, upstream []byte) string {
 	var gomod strings.Builder
-	fmt.Fprintf(&gomod, "module portico.invalid/k8sbin/%s\n\ngo %s\n\nrequire %s %s\n\n", strings.NewReplacer("@", "-", ".", "-").Replace(filepath.Base(dir)), goDirective(upstream), c.Path, c.Version)
+	fmt.Fprintf(&gomod, "module portico.invalid/k8sbin/%s\n\ngo %s\n\nrequire %s %s\n\n", strings.NewReplacer("@", "-", ".", "-").Replace(name), goDirective(upstream), c.Path, c.Version)
 	if c.StagingVersion != "" {
 		for _, path := range relativeReplaces(upstream) {
 			fmt.Fprintf(&gomod, "replace %s => %s %s\n", path, path, c.StagingVersion)
@@ -278,19 +296,7 @@ func (c Module) writeWrapper(ctx context.Context, dir string) error {
 	for _, path := range slices.Sorted(maps.Keys(c.Pins)) {
 		fmt.Fprintf(&gomod, "replace %s => %s %s\n", path, path, c.Pins[path])
 	}
-	var tools strings.Builder
-	tools.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
-	for _, pkg := range c.Cmds {
-		fmt.Fprintf(&tools, "\t_ %q\n", pkg)
-	}
-	tools.WriteString(")\n")
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod.String()), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools.String()), 0o644); err != nil {
-		return err
-	}
-	return goCmd(ctx, dir, "mod", "tidy")
+	return gomod.String()
 }
 
 // relativeReplaces lists module paths that go.mod replaces with a local directory.
