@@ -109,35 +109,18 @@ func etcd() Module {
 // Ensure returns the pinned binaries, building any that are missing from the Go module proxy.
 // Concurrent callers (parallel test binaries) serialise on a lock file in the cache.
 func Ensure(ctx context.Context, opts Options) (Binaries, error) {
-	if opts.CacheDir == "" {
-		opts.CacheDir = DefaultCacheDir()
+	binDir, err := ensure(ctx, opts, "k8s-"+KubernetesVersion+"-etcd-"+EtcdVersion, "build.lock", etcd(), kubernetes())
+	if err != nil {
+		return Binaries{}, err
 	}
-	if opts.Log == nil {
-		opts.Log = func(string, ...any) {}
-	}
-	binDir := filepath.Join(opts.CacheDir, "bin", "k8s-"+KubernetesVersion+"-etcd-"+EtcdVersion)
-	bins := Binaries{
+	return Binaries{
 		Etcd:                  filepath.Join(binDir, "etcd"),
 		KubeAPIServer:         filepath.Join(binDir, "kube-apiserver"),
 		KubeControllerManager: filepath.Join(binDir, "kube-controller-manager"),
 		KubeProxy:             filepath.Join(binDir, "kube-proxy"),
 		KubeScheduler:         filepath.Join(binDir, "kube-scheduler"),
 		Kubelet:               filepath.Join(binDir, "kubelet"),
-	}
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return Binaries{}, fmt.Errorf("creating cache directory: %w", err)
-	}
-	unlock, err := lock(ctx, filepath.Join(opts.CacheDir, "build.lock"))
-	if err != nil {
-		return Binaries{}, err
-	}
-	defer unlock()
-	for _, c := range []Module{etcd(), kubernetes()} {
-		if err := c.build(ctx, opts, binDir); err != nil {
-			return Binaries{}, err
-		}
-	}
-	return bins, nil
+	}, nil
 }
 
 func coredns() Module {
@@ -164,6 +147,12 @@ func EnsureCoreDNS(ctx context.Context, opts Options) (string, error) {
 // building the missing ones (CGO_ENABLED=0, -trimpath) while holding the lock file
 // <cache>/<lockName>, on which concurrent callers serialise.
 func EnsureModule(ctx context.Context, opts Options, m Module, binDir, lockName string) (string, error) {
+	return ensure(ctx, opts, binDir, lockName, m)
+}
+
+// ensure builds the missing binaries of mods into <cache>/bin/<binDir> under the lock file
+// <cache>/<lockName>, and returns that directory. When none is missing it takes no lock.
+func ensure(ctx context.Context, opts Options, binDir, lockName string, mods ...Module) (string, error) {
 	if opts.CacheDir == "" {
 		opts.CacheDir = DefaultCacheDir()
 	}
@@ -171,7 +160,7 @@ func EnsureModule(ctx context.Context, opts Options, m Module, binDir, lockName 
 		opts.Log = func(string, ...any) {}
 	}
 	dir := filepath.Join(opts.CacheDir, "bin", binDir)
-	if len(m.missing(dir)) == 0 {
+	if !slices.ContainsFunc(mods, func(m Module) bool { return len(m.missing(dir)) > 0 }) {
 		return dir, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -182,8 +171,10 @@ func EnsureModule(ctx context.Context, opts Options, m Module, binDir, lockName 
 		return "", err
 	}
 	defer unlock()
-	if err := m.build(ctx, opts, dir); err != nil {
-		return "", err
+	for _, m := range mods {
+		if err := m.build(ctx, opts, dir); err != nil {
+			return "", err
+		}
 	}
 	return dir, nil
 }
