@@ -9,7 +9,10 @@
 // It owns the seams over the kernel: Netfilter (iptables-restore, iptables-save, go-iptables for
 // the jumps; NewExec runs the binaries, netfiltertest fakes it for unit tests) and Conntrack
 // (netlink); the netfilter metrics; where NodePorts answer (--nodeport-addresses); and Cleanup
-// (--cleanup), which removes only what package rules says the agent owns.
+// (--cleanup), which removes only what package rules says the agent owns. Families is the part
+// of a Proxier that does not depend on how rules reach the kernel (families, FamilySynced, the
+// no-local-endpoints gauge, healthCheckNodePort addresses, stale UDP conntrack): package
+// nftables' Proxier uses it too.
 //
 // Options carry what it needs of the agent's configuration, parsed and validated at startup by
 // package config (cluster CIDRs and NodePort addresses as netip.Prefix values), never the whole

@@ -12,8 +12,7 @@ const metricsPrefix = "portico_agent_"
 type Metrics struct {
 	restoreFailures, partialRestoreFailures prometheus.Counter
 	rules                                   *prometheus.GaugeVec
-	noLocalEndpoints                        *prometheus.GaugeVec
-	conntrackDeleted                        prometheus.Counter
+	family                                  *FamilyMetrics // the metrics both modes keep
 	chainsRestored                          *prometheus.CounterVec
 }
 
@@ -26,17 +25,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: metricsPrefix + "sync_proxy_rules_iptables_partial_restore_failures_total", Help: "Failed partial iptables-restore runs (followed by a full sync)."}),
 		rules: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: metricsPrefix + "sync_proxy_rules_iptables_total", Help: "Rules in the owned chains after the last sync, by family and table."}, []string{"family", "table"}),
-		noLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: metricsPrefix + "sync_proxy_rules_no_local_endpoints_total", Help: "Service ports with a Local traffic policy (label: external or internal) that have endpoints, none on this node."}, []string{"traffic_policy"}),
-		conntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: metricsPrefix + "conntrack_stale_udp_entries_deleted_total", Help: "Stale UDP conntrack entries deleted after endpoint changes."}),
+		family: NewFamilyMetrics(),
 		chainsRestored: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricsPrefix + "sync_proxy_rules_chains_restored_total",
 			Help: "Chains written or deleted by iptables-restore, by family and sync kind (full, partial). A full sync without drift writes none."},
 			[]string{"family", "sync"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.restoreFailures, m.partialRestoreFailures, m.rules, m.noLocalEndpoints, m.conntrackDeleted, m.chainsRestored)
+		reg.MustRegister(append(m.family.Collectors(), m.restoreFailures, m.partialRestoreFailures, m.rules, m.chainsRestored)...)
 	}
 	return m
 }

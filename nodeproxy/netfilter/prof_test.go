@@ -121,7 +121,7 @@ func TestProfScale(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		proxiers = append(proxiers, &familyProxier{family: fam, nf: &timedNetfilter{Netfilter: nf, t: t, fam: fam}, ct: NetlinkConntrack{}, metrics: m,
+		proxiers = append(proxiers, &familyProxier{FamilyState: &FamilyState{Family: fam, ct: NetlinkConntrack{}, metrics: m.family}, nf: &timedNetfilter{Netfilter: nf, t: t, fam: fam}, metrics: m,
 			baseCfg: rules.Config{Family: fam, MasqueradeMark: 1 << 12, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(cidr)}}})
 	}
 	all, err := store.Services()
@@ -139,7 +139,7 @@ func TestProfScale(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s %s: %s (full=%v chainsWritten=%d nat=%d filter=%d)", what, p.family, time.Since(ps).Round(time.Millisecond), res.full, res.chainsWritten, res.nat, res.filt)
+			t.Logf("%s %s: %s (full=%v chainsWritten=%d nat=%d filter=%d)", what, p.Family, time.Since(ps).Round(time.Millisecond), res.full, res.chainsWritten, res.nat, res.filt)
 		}
 		t.Logf("%s total: %s", what, time.Since(start).Round(time.Millisecond))
 	}

@@ -2,10 +2,8 @@ package netfilter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,32 +45,31 @@ type Options struct {
 // with package rules and applying one iptables-restore per sync. It is a consumer of the
 // agent's sync loop.
 type Proxier struct {
-	families     []*familyProxier
-	metrics      *Metrics
-	familySynced func(rules.Family, error)
+	shared   *Families
+	families []*familyProxier // one per shared.States, in that order
+	metrics  *Metrics
 }
 
 // New returns a Proxier for opts.Netfilters' families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: NewMetrics(opts.Registerer), familySynced: opts.FamilySynced}
-	if p.familySynced == nil {
-		p.familySynced = func(rules.Family, error) {}
-	}
-	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
-		nf := opts.Netfilters[fam]
-		if nf == nil {
-			continue
+	p := &Proxier{metrics: NewMetrics(opts.Registerer)}
+	var want []rules.Family
+	for fam, nf := range opts.Netfilters {
+		if nf != nil {
+			want = append(want, fam)
 		}
+	}
+	p.shared = NewFamilies(want, FamilyOptions{NodePortCIDRs: opts.NodePortCIDRs, NodePortPrimary: opts.NodePortPrimary,
+		Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced}, p.metrics.family)
+	for _, s := range p.shared.States {
 		p.families = append(p.families, &familyProxier{
-			family: fam, nf: nf, ct: opts.Conntrack, metrics: p.metrics,
+			FamilyState: s, nf: opts.Netfilters[s.Family], metrics: p.metrics,
 			baseCfg: rules.Config{
-				Family:         fam,
+				Family:         s.Family,
 				MasqueradeMark: 1 << opts.MasqueradeBit,
 				MasqueradeAll:  opts.MasqueradeAll,
-				ClusterCIDRs:   familyPrefixes(opts.ClusterCIDRs, fam),
+				ClusterCIDRs:   FamilyPrefixes(opts.ClusterCIDRs, s.Family),
 			},
-			npCIDRs:   familyPrefixes(opts.NodePortCIDRs, fam),
-			npPrimary: opts.NodePortPrimary,
 		})
 	}
 	return p
@@ -82,103 +79,47 @@ func New(opts Options) *Proxier {
 func (p *Proxier) Name() string { return "netfilter" }
 
 // Families are the IP families the Proxier programs.
-func (p *Proxier) Families() []rules.Family {
-	out := make([]rules.Family, len(p.families))
-	for i, f := range p.families {
-		out[i] = f.family
-	}
-	return out
-}
+func (p *Proxier) Families() []rules.Family { return p.shared.List() }
+
+// HealthCheckAddresses is where healthCheckNodePorts listen (Families.HealthCheckAddresses).
+func (p *Proxier) HealthCheckAddresses() []netip.Addr { return p.shared.HealthCheckAddresses() }
 
 // Sync brings every family's rules up to date with st: the changed Services only, or all of
 // them when st.Full (or when a family's last restore failed). Every family is attempted; the
 // error joins the failed ones', and the loop answers it with a full sync.
 func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 	log := logr.FromContextOrDiscard(ctx)
-	var errs []error
-	noLocalExternal, noLocalInternal := 0, 0
-	for _, f := range p.families {
+	return p.shared.Sync(func(i int) (NoLocal, error) {
+		f := p.families[i]
 		res, err := f.sync(ctx, st)
-		p.familySynced(f.family, err)
 		if err != nil {
-			errs = append(errs, err)
-			continue
+			return NoLocal{}, err
 		}
 		if len(res.repaired) > 0 {
-			log.V(1).Info("Full sync wrote chains (first sync or drift)", "family", f.family.String(), "chains", res.repaired)
+			log.V(1).Info("Full sync wrote chains (first sync or drift)", "family", f.Family.String(), "chains", res.repaired)
 		}
-		noLocalExternal += res.noLocalExternal
-		noLocalInternal += res.noLocalInternal
 		kind := "partial"
 		if res.full {
 			kind = "full"
 		}
-		p.metrics.chainsRestored.WithLabelValues(f.family.String(), kind).Add(float64(res.chainsWritten))
-		p.metrics.rules.WithLabelValues(f.family.String(), rules.TableNAT).Set(float64(res.nat))
-		p.metrics.rules.WithLabelValues(f.family.String(), rules.TableFilter).Set(float64(res.filt))
-		log.V(1).Info("Programmed rules", "family", f.family.String(), "full", res.full, "chainsWritten", res.chainsWritten)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(noLocalExternal))
-	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(noLocalInternal))
-	return nil
-}
-
-// HealthCheckAddresses is where healthCheckNodePorts listen, like NodePorts: nil (every
-// address) unless --nodeport-addresses restricts a family; then the addresses it selected for
-// that family at the last full sync, and the unspecified address (the family's wildcard) for an
-// unrestricted one.
-func (p *Proxier) HealthCheckAddresses() []netip.Addr {
-	var out []netip.Addr
-	restricted := false
-	for _, f := range p.families {
-		switch {
-		case f.nodePorts != nil:
-			restricted = true
-			out = append(out, f.nodePorts...)
-		case f.family == rules.IPv6:
-			out = append(out, netip.IPv6Unspecified())
-		default:
-			out = append(out, netip.IPv4Unspecified())
-		}
-	}
-	if !restricted {
-		return nil
-	}
-	if out == nil {
-		out = []netip.Addr{} // restricted to no address: no listener
-	}
-	return out
-}
-
-// familyPrefixes returns the prefixes of family f, masked.
-func familyPrefixes(list []netip.Prefix, f rules.Family) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range list {
-		if f.Contains(p.Addr()) {
-			out = append(out, p.Masked())
-		}
-	}
-	return out
+		p.metrics.chainsRestored.WithLabelValues(f.Family.String(), kind).Add(float64(res.chainsWritten))
+		p.metrics.rules.WithLabelValues(f.Family.String(), rules.TableNAT).Set(float64(res.nat))
+		p.metrics.rules.WithLabelValues(f.Family.String(), rules.TableFilter).Set(float64(res.filt))
+		log.V(1).Info("Programmed rules", "family", f.Family.String(), "full", res.full, "chainsWritten", res.chainsWritten)
+		return NoLocal{External: res.noLocalExternal, Internal: res.noLocalInternal}, nil
+	})
 }
 
 // familyProxier holds one IP family's state: the rendered service ports and what the last
 // successful restore wrote.
 type familyProxier struct {
-	family    rules.Family
+	*FamilyState
 	nf        Netfilter
-	ct        Conntrack
 	metrics   *Metrics
 	baseCfg   rules.Config
-	npCIDRs   []netip.Prefix // NodePorts answer on local addresses in these...
-	npPrimary bool           // ...and on the Node's primary IP of the family
 	builder   *rules.Builder
 	ports     map[types.NamespacedName][]*rules.ServicePort
 	applied   *rules.Ruleset // nil: the kernel's state is unknown, the next sync is full
-	// nodePorts is where the last full sync made NodePorts answer: nil for every local address.
-	nodePorts []netip.Addr
 	jumpsDone bool
 }
 
@@ -233,7 +174,7 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	if err := p.ensureJumps(saved, full); err != nil {
 		return syncResult{}, err
 	}
-	p.deleteStaleConntrack(ctx, stale)
+	p.DeleteStaleConntrack(ctx, stale)
 
 	res := syncResult{full: full, nat: rs.RuleCount(rules.TableNAT), filt: rs.RuleCount(rules.TableFilter),
 		chainsWritten: rules.ChainsWritten(input)}
@@ -247,21 +188,12 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 // reset starts a full sync: a new Builder, with the NodePort addresses read again.
 func (p *familyProxier) reset(st *tracker.State) error {
 	cfg := p.baseCfg
-	if len(p.npCIDRs) > 0 || p.npPrimary {
-		addrs, err := localAddresses(p.family, p.npCIDRs)
-		if err != nil {
-			return err
-		}
-		if p.npPrimary {
-			if ip, ok := primaryIP(st.Node, p.family); ok && !slices.Contains(addrs, ip) {
-				addrs = append(addrs, ip)
-			}
-		}
-		cfg.NodePortsRestricted, cfg.NodePortAddresses = true, addrs
+	restricted, addrs, err := p.ResetNodePorts(st.Node)
+	if err != nil {
+		return err
 	}
-	p.nodePorts = nil
-	if cfg.NodePortsRestricted {
-		p.nodePorts = append([]netip.Addr{}, cfg.NodePortAddresses...)
+	if restricted {
+		cfg.NodePortsRestricted, cfg.NodePortAddresses = true, addrs
 	}
 	p.builder = rules.NewBuilder(cfg)
 	p.ports = map[types.NamespacedName][]*rules.ServicePort{}
@@ -289,7 +221,7 @@ func (p *familyProxier) render(st *tracker.State, keys []types.NamespacedName) (
 		if svc == nil {
 			continue
 		}
-		ports := serviceports.ServicePorts(svc, slices, node, p.family)
+		ports := serviceports.ServicePorts(svc, slices, node, p.Family)
 		for _, sp := range ports {
 			p.builder.Set(sp)
 			stale.add(sp)
@@ -327,7 +259,7 @@ func (p *familyProxier) restore(ctx context.Context, input []byte, full bool) er
 		if !full {
 			p.metrics.partialRestoreFailures.Inc()
 		}
-		return fmt.Errorf("restoring %s rules: %w", p.family, err)
+		return fmt.Errorf("restoring %s rules: %w", p.Family, err)
 	}
 	return nil
 }
@@ -349,17 +281,4 @@ func (p *familyProxier) ensureJumps(saved rules.Saved, full bool) error {
 	}
 	p.jumpsDone = true
 	return nil
-}
-
-// deleteStaleConntrack removes UDP entries that no longer lead where the rules send new
-// packets. A failure is logged, not returned: the rules are right, and a later change retries.
-func (p *familyProxier) deleteStaleConntrack(ctx context.Context, stale *StaleUDP) {
-	if stale.empty() || p.ct == nil {
-		return
-	}
-	n, err := p.ct.DeleteUDP(p.family, stale)
-	p.metrics.conntrackDeleted.Add(float64(n))
-	if err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "Cannot delete stale UDP conntrack entries", "family", p.family)
-	}
 }

@@ -1,16 +1,19 @@
 package nftables
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/portico-lb/portico/nodeproxy/netfilter"
+)
 
 // metricsPrefix is the iptables mode's (package netfilter): the names that mean the same are
 // the same, so dashboards work for both modes.
 const metricsPrefix = "portico_agent_"
 
 type metrics struct {
-	failures         prometheus.Counter
-	objects          *prometheus.CounterVec
-	noLocalEndpoints *prometheus.GaugeVec
-	conntrackDeleted prometheus.Counter
+	failures prometheus.Counter
+	objects  *prometheus.CounterVec
+	family   *netfilter.FamilyMetrics // the metrics both modes keep
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -21,13 +24,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: metricsPrefix + "sync_proxy_rules_nftables_objects_written_total",
 			Help: "Chains, rules and set elements written or deleted by nftables transactions, by family and sync kind (full, partial)."},
 			[]string{"family", "sync"}),
-		noLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: metricsPrefix + "sync_proxy_rules_no_local_endpoints_total", Help: "Service ports with a Local traffic policy (label: external or internal) that have endpoints, none on this node."}, []string{"traffic_policy"}),
-		conntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: metricsPrefix + "conntrack_stale_udp_entries_deleted_total", Help: "Stale UDP conntrack entries deleted after endpoint changes."}),
+		family: netfilter.NewFamilyMetrics(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.failures, m.objects, m.noLocalEndpoints, m.conntrackDeleted)
+		reg.MustRegister(append(m.family.Collectors(), m.failures, m.objects)...)
 	}
 	return m
 }

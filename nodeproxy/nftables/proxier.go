@@ -2,7 +2,6 @@ package nftables
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -38,33 +37,25 @@ type Options struct {
 }
 
 // Proxier programs Services into the nftables table "portico" of each family, over netlink. It
-// is a consumer of the agent's sync loop, like netfilter.Proxier.
+// is a consumer of the agent's sync loop, like netfilter.Proxier, and shares its bookkeeping
+// (netfilter.Families).
 type Proxier struct {
-	families     []*familyProxier
-	metrics      *metrics
-	familySynced func(rules.Family, error)
+	shared   *netfilter.Families
+	families []*familyProxier // one per shared.States, in that order
+	metrics  *metrics
 }
 
 // New returns a Proxier for opts.Families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: newMetrics(opts.Registerer), familySynced: opts.FamilySynced}
+	p := &Proxier{metrics: newMetrics(opts.Registerer)}
 	gens := &genTracker{clean: map[rules.Family]bool{}}
-	if p.familySynced == nil {
-		p.familySynced = func(rules.Family, error) {}
-	}
-	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
-		want := false
-		for _, f := range opts.Families {
-			want = want || f == fam
-		}
-		if !want {
-			continue
-		}
+	p.shared = netfilter.NewFamilies(opts.Families, netfilter.FamilyOptions{NodePortCIDRs: opts.NodePortCIDRs,
+		NodePortPrimary: opts.NodePortPrimary, Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced}, p.metrics.family)
+	for _, s := range p.shared.States {
 		p.families = append(p.families, &familyProxier{
-			fam: familyOf(fam), ct: opts.Conntrack, metrics: p.metrics, gens: gens,
-			base: config{fam: familyOf(fam), mark: 1 << opts.MasqueradeBit, masqueradeAll: opts.MasqueradeAll,
-				clusterCIDRs: familyPrefixes(opts.ClusterCIDRs, fam)},
-			npCIDRs: familyPrefixes(opts.NodePortCIDRs, fam), npPrimary: opts.NodePortPrimary,
+			FamilyState: s, fam: familyOf(s.Family), metrics: p.metrics, gens: gens,
+			base: config{fam: familyOf(s.Family), mark: 1 << opts.MasqueradeBit, masqueradeAll: opts.MasqueradeAll,
+				clusterCIDRs: netfilter.FamilyPrefixes(opts.ClusterCIDRs, s.Family)},
 		})
 	}
 	return p
@@ -74,102 +65,52 @@ func New(opts Options) *Proxier {
 func (p *Proxier) Name() string { return "nftables" }
 
 // Families are the IP families the Proxier programs.
-func (p *Proxier) Families() []rules.Family {
-	out := make([]rules.Family, len(p.families))
-	for i, f := range p.families {
-		out[i] = f.fam.Family
-	}
-	return out
-}
+func (p *Proxier) Families() []rules.Family { return p.shared.List() }
 
 // Sync brings every family's table up to date with st: the changed Services only, or all of
 // them when st.Full (or when a family's last transaction failed). Every family is attempted;
 // the error joins the failed ones'.
 func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 	log := logr.FromContextOrDiscard(ctx)
-	var errs []error
-	noLocalExternal, noLocalInternal := 0, 0
-	for _, f := range p.families {
+	return p.shared.Sync(func(i int) (netfilter.NoLocal, error) {
+		f := p.families[i]
 		start := time.Now()
 		res, err := f.sync(ctx, st)
-		p.familySynced(f.fam.Family, err)
 		if err != nil {
 			p.metrics.failures.Inc()
-			errs = append(errs, err)
-			continue
+			return netfilter.NoLocal{}, err
 		}
 		kind := "partial"
 		if res.full {
 			kind = "full"
 		}
 		p.metrics.objects.WithLabelValues(f.fam.String(), kind).Add(float64(res.objects))
-		noLocalExternal += res.noLocalExternal
-		noLocalInternal += res.noLocalInternal
 		log.V(1).Info("Programmed nftables", "family", f.fam.String(), "full", res.full, "objects", res.objects, "duration", time.Since(start))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	p.metrics.noLocalEndpoints.WithLabelValues("external").Set(float64(noLocalExternal))
-	p.metrics.noLocalEndpoints.WithLabelValues("internal").Set(float64(noLocalInternal))
-	return nil
+		return netfilter.NoLocal{External: res.noLocalExternal, Internal: res.noLocalInternal}, nil
+	})
 }
 
 // HealthCheckAddresses is where healthCheckNodePorts listen: as netfilter.Proxier's.
-func (p *Proxier) HealthCheckAddresses() []netip.Addr {
-	var out []netip.Addr
-	restricted := false
-	for _, f := range p.families {
-		switch {
-		case f.nodePorts != nil:
-			restricted = true
-			out = append(out, f.nodePorts...)
-		case f.fam.Family == rules.IPv6:
-			out = append(out, netip.IPv6Unspecified())
-		default:
-			out = append(out, netip.IPv4Unspecified())
-		}
-	}
-	if !restricted {
-		return nil
-	}
-	if out == nil {
-		out = []netip.Addr{}
-	}
-	return out
-}
-
-func familyPrefixes(list []netip.Prefix, f rules.Family) []netip.Prefix {
-	var out []netip.Prefix
-	for _, p := range list {
-		if f.Contains(p.Addr()) {
-			out = append(out, p.Masked())
-		}
-	}
-	return out
-}
+func (p *Proxier) HealthCheckAddresses() []netip.Addr { return p.shared.HealthCheckAddresses() }
 
 // familyProxier holds one family's state: the rendered ports and what the last successful
 // transaction left in the kernel.
 type familyProxier struct {
-	fam       family
-	ct        netfilter.Conntrack
-	metrics   *metrics
-	base      config
-	npCIDRs   []netip.Prefix
-	npPrimary bool
+	*netfilter.FamilyState
+	fam     family
+	metrics *metrics
+	base    config
 
 	cfg      config
 	services map[types.NamespacedName][]*rules.ServicePort
 	ports    map[string]*portState // by service port key
 	// elems are the shared maps' elements as in the kernel (map -> key -> verdict); claims
 	// are what the ports want (map -> key -> port -> verdict).
-	elems     map[string]map[string]string
-	claims    map[string]map[string]map[string]string
-	hairpin   map[netip.Addr]int // local endpoint IP -> ports using it
-	applied   bool               // false: the kernel's state is unknown, the next sync is full
-	nodePorts []netip.Addr       // where NodePorts answer (nil: every local address)
-	gens      *genTracker        // shared by the Proxier's families
+	elems   map[string]map[string]string
+	claims  map[string]map[string]map[string]string
+	hairpin map[netip.Addr]int // local endpoint IP -> ports using it
+	applied bool               // false: the kernel's state is unknown, the next sync is full
+	gens    *genTracker        // shared by the Proxier's families
 }
 
 type syncResult struct {
@@ -221,7 +162,7 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	p.applied = true
 	after, genErr2 := generation()
 	p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
-	p.deleteStaleConntrack(ctx, stale)
+	p.DeleteStaleConntrack(ctx, stale)
 	res := syncResult{full: full || st.Full, objects: tx.objects}
 	for _, ps := range p.ports {
 		if ps.noLocalExternal {
@@ -241,7 +182,7 @@ func (p *familyProxier) undrifted(st *tracker.State) bool {
 	if !p.gens.undrifted(p.fam.Family) {
 		return false
 	}
-	cfg, _, err := p.config(st)
+	cfg, err := p.config(st)
 	if err != nil {
 		return false
 	}
@@ -273,26 +214,24 @@ func (p *familyProxier) allKeys(changed []types.NamespacedName) []types.Namespac
 }
 
 // config is the rendering configuration for st's node: the NodePort addresses read again.
-func (p *familyProxier) config(st *tracker.State) (config, []netip.Addr, error) {
+func (p *familyProxier) config(st *tracker.State) (config, error) {
 	cfg := p.base
-	if len(p.npCIDRs) == 0 && !p.npPrimary {
-		return cfg, nil, nil
-	}
-	addrs, err := netfilter.NodePortAddresses(p.fam.Family, p.npCIDRs, p.npPrimary, st.Node)
+	restricted, addrs, err := p.NodePortAddresses(st.Node)
 	if err != nil {
-		return cfg, nil, err
+		return cfg, err
 	}
-	cfg.restricted, cfg.nodePortAddrs = true, addrs
-	return cfg, append([]netip.Addr{}, addrs...), nil
+	cfg.restricted, cfg.nodePortAddrs = restricted, addrs
+	return cfg, nil
 }
 
 // reset starts a full sync: no port known, the NodePort addresses read again.
 func (p *familyProxier) reset(st *tracker.State) error {
-	cfg, nodePorts, err := p.config(st)
+	cfg := p.base
+	restricted, addrs, err := p.ResetNodePorts(st.Node)
 	if err != nil {
 		return err
 	}
-	p.nodePorts = nodePorts
+	cfg.restricted, cfg.nodePortAddrs = restricted, addrs
 	p.cfg = cfg
 	p.services = map[types.NamespacedName][]*rules.ServicePort{}
 	p.ports = map[string]*portState{}
@@ -427,18 +366,5 @@ func (p *familyProxier) claim(tx *transaction, m, k, owner, v string) {
 	if has {
 		tx.addElem(m, k, want)
 		p.elems[m][k] = want
-	}
-}
-
-// deleteStaleConntrack removes UDP entries that no longer lead where the rules send new
-// packets; a failure is logged, as the iptables mode does.
-func (p *familyProxier) deleteStaleConntrack(ctx context.Context, stale *netfilter.StaleUDP) {
-	if stale.Empty() || p.ct == nil {
-		return
-	}
-	n, err := p.ct.DeleteUDP(p.fam.Family, stale)
-	p.metrics.conntrackDeleted.Add(float64(n))
-	if err != nil {
-		logr.FromContextOrDiscard(ctx).Error(err, "Cannot delete stale UDP conntrack entries", "family", p.fam.String())
 	}
 }

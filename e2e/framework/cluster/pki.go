@@ -1,13 +1,10 @@
 package cluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -15,7 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
+
+	"github.com/portico-lb/portico/e2e/framework/pki"
 )
 
 // credentials are generated per cluster: a CA and serving certificate for kube-apiserver, a
@@ -38,57 +36,27 @@ func writeCredentials(dir string, hosts []net.IP, tokens []Token) (*credentials,
 		saPubFile: filepath.Join(dir, "sa.pub"),
 		tokenFile: filepath.Join(dir, "tokens.csv"),
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generating CA key: %w", err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "portico-test-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("creating CA certificate: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
+	ca, err := pki.NewCA("portico-test-ca")
 	if err != nil {
 		return nil, err
 	}
-	c.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-
-	srvKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generating serving key: %w", err)
-	}
-	srvTmpl := &x509.Certificate{
+	c.caPEM = ca.PEM
+	srvCert, srvKey, err := ca.Issue(&x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses:  hosts,
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("creating serving certificate: %w", err)
+		return nil, fmt.Errorf("serving certificate: %w", err)
 	}
-	srvKeyDER, err := x509.MarshalECPrivateKey(srvKey)
-	if err != nil {
-		return nil, err
-	}
-	chain := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER}), c.caPEM...)
+	chain := append(srvCert, c.caPEM...)
 	if err := os.WriteFile(c.certFile, chain, 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(c.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: srvKeyDER}), 0o600); err != nil {
+	if err := os.WriteFile(c.keyFile, srvKey, 0o600); err != nil {
 		return nil, err
 	}
 
@@ -107,11 +75,9 @@ func writeCredentials(dir string, hosts []net.IP, tokens []Token) (*credentials,
 		return nil, err
 	}
 
-	tok := make([]byte, 24)
-	if _, err := rand.Read(tok); err != nil {
+	if c.adminToken, err = pki.Token(); err != nil {
 		return nil, err
 	}
-	c.adminToken = hex.EncodeToString(tok)
 	lines := fmt.Sprintf("%s,portico-admin,portico-admin,\"system:masters\"\n", c.adminToken)
 	for _, t := range tokens {
 		lines += fmt.Sprintf("%s,%s,%s,\"%s\"\n", t.Token, t.User, t.User, strings.Join(t.Groups, ","))

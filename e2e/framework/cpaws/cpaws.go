@@ -11,16 +11,11 @@ package cpaws
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
-	"time"
 
-	"github.com/portico-lb/portico/internal/prereq"
+	"github.com/portico-lb/portico/e2e/framework/k8sbin"
 )
 
 // Pinned version and the cel-go the wrapper module uses instead of the unavailable fork.
@@ -41,110 +36,24 @@ type Options struct {
 	Log func(format string, args ...any)
 }
 
-// Ensure returns the path of the built aws-cloud-controller-manager, building it when missing.
-// Concurrent callers serialise on a lock file in the cache. A cold build downloads about 150
-// modules and compiles the cloud-provider stack: several minutes on 2 cores.
+// Ensure returns the path of the built aws-cloud-controller-manager, building it with
+// k8sbin.EnsureModule when missing (binary in <cache>/bin/cloud-provider-aws-<Version>, wrapper
+// module in <cache>/src/k8s.io_cloud-provider-aws@<Version>). Concurrent callers serialise on
+// the lock file cpaws-build.lock in the cache, apart from the Kubernetes builds' lock, so a
+// cold build here does not hold up a cluster's start. A cold build downloads about 150 modules
+// and compiles the cloud-provider stack: several minutes on 2 cores.
 func Ensure(ctx context.Context, o Options) (string, error) {
-	if o.CacheDir == "" {
-		o.CacheDir = prereq.CacheDir()
+	m := k8sbin.Module{
+		Path:    module,
+		Version: Version,
+		Pins:    map[string]string{celGo: celGoPinned},
+		Cmds:    map[string]string{BinaryName: pkg},
 	}
-	if o.Log == nil {
-		o.Log = func(string, ...any) {}
-	}
-	binDir := filepath.Join(o.CacheDir, "bin", "cloud-provider-aws-"+Version)
-	bin := filepath.Join(binDir, BinaryName)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return "", fmt.Errorf("creating cache directory: %w", err)
-	}
-	unlock, err := lock(ctx, filepath.Join(o.CacheDir, "cpaws-build.lock"))
+	dir, err := k8sbin.EnsureModule(ctx, k8sbin.Options{CacheDir: o.CacheDir, Log: o.Log}, m, "cloud-provider-aws-"+Version, "cpaws-build.lock")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("ensuring %s %s: %w", BinaryName, Version, err)
 	}
-	defer unlock()
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	src := filepath.Join(o.CacheDir, "src", "k8s.io_cloud-provider-aws@"+Version)
-	if err := writeWrapper(ctx, src); err != nil {
-		return "", fmt.Errorf("preparing the wrapper module of %s: %w", module, err)
-	}
-	start := time.Now()
-	o.Log("building %s %s", BinaryName, Version)
-	tmp, err := os.MkdirTemp(binDir, ".build-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	if err := goCmd(ctx, src, "build", "-trimpath", "-o", tmp+"/", pkg); err != nil {
-		return "", fmt.Errorf("building %s: %w", BinaryName, err)
-	}
-	if err := os.Rename(filepath.Join(tmp, BinaryName), bin); err != nil {
-		return "", fmt.Errorf("installing %s: %w", BinaryName, err)
-	}
-	o.Log("built %s in %s", BinaryName, time.Since(start).Round(time.Second))
-	return bin, nil
-}
-
-// writeWrapper writes (once) a module requiring the pinned cloud-provider-aws, with cel-go
-// replaced by a version the proxy serves.
-func writeWrapper(ctx context.Context, dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, "go.sum")); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	gomod := fmt.Sprintf("module portico.invalid/cpaws/k8s-io_cloud-provider-aws-%s\n\ngo 1.26.0\n\nrequire %s %s\n\nreplace %s => %s %s\n",
-		strings.ReplaceAll(Version, ".", "-"), module, Version, celGo, celGo, celGoPinned)
-	tools := fmt.Sprintf("//go:build tools\n\npackage tools\n\nimport _ %q\n", pkg)
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools), 0o644); err != nil {
-		return err
-	}
-	return goCmd(ctx, dir, "mod", "tidy")
-}
-
-func goCmd(ctx context.Context, dir string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if len(out) > 4000 {
-			out = out[len(out)-4000:]
-		}
-		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
-// lock takes an exclusive flock on path, waiting until ctx ends.
-func lock(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening build lock: %w", err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); _ = f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			_ = f.Close()
-			return nil, fmt.Errorf("locking %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return filepath.Join(dir, BinaryName), nil
 }
 
 // CloudConfig is the part of cloud-provider-aws's cloud config (gcfg) the suite sets: the

@@ -7,5 +7,8 @@
 // files replace sibling modules with local directories. Ensure writes a small wrapper module per
 // upstream module that points each such replace at the published module of the same path, then
 // runs `go build` with the version stamped through -ldflags (clients refuse the default
-// "v0.0.0-master" version).
+// "v0.0.0-master" version). EnsureModule does the same for any other module (e2e/framework/cpaws
+// builds cloud-provider-aws with it), with Module.Pins for a dependency whose upstream
+// replacement the proxy does not serve. A build holds a lock file in the cache; finding every
+// binary already built takes no lock.
 package k8sbin

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -51,18 +53,23 @@ type Options struct {
 // else $XDG_CACHE_HOME/portico, else ~/.cache/portico.
 func DefaultCacheDir() string { return prereq.CacheDir() }
 
-// component is one upstream module built into one or more binaries.
-type component struct {
-	module  string // module path, e.g. k8s.io/kubernetes
-	version string
-	// stagingVersion maps a relative replace directive of the upstream go.mod to the version
-	// of the published module with the same path.
-	stagingVersion string
-	cmds           map[string]string // binary name -> package path
-	ldflags        []string
+// Module is an upstream Go module whose main packages are built from the Go module proxy
+// inside a wrapper module in the cache (<cache>/src/<path with / as _>@<version>), because
+// upstream go.mod files carry replace directives that make `go install` refuse them.
+type Module struct {
+	Path    string // module path, e.g. k8s.io/kubernetes
+	Version string
+	// StagingVersion maps each relative replace directive of the upstream go.mod to the
+	// published module of the same path at this version; empty leaves them out.
+	StagingVersion string
+	// Pins replace a module with another version of itself (path -> version), for a
+	// dependency whose upstream replacement the proxy does not serve.
+	Pins    map[string]string
+	Cmds    map[string]string // binary name -> main package path
+	Ldflags []string
 }
 
-func kubernetes() component {
+func kubernetes() Module {
 	minor := strings.Split(strings.TrimPrefix(KubernetesVersion, "v"), ".")
 	ld := []string{}
 	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
@@ -74,130 +81,141 @@ func kubernetes() component {
 			"-X", pkg+".buildDate=1970-01-01T00:00:00Z",
 		)
 	}
-	return component{
-		module:         "k8s.io/kubernetes",
-		version:        KubernetesVersion,
-		stagingVersion: "v0" + strings.TrimPrefix(KubernetesVersion, "v1"),
-		cmds: map[string]string{
+	return Module{
+		Path:           "k8s.io/kubernetes",
+		Version:        KubernetesVersion,
+		StagingVersion: "v0" + strings.TrimPrefix(KubernetesVersion, "v1"),
+		Cmds: map[string]string{
 			"kube-apiserver":          "k8s.io/kubernetes/cmd/kube-apiserver",
 			"kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
 			"kube-proxy":              "k8s.io/kubernetes/cmd/kube-proxy",
 			"kube-scheduler":          "k8s.io/kubernetes/cmd/kube-scheduler",
 			"kubelet":                 "k8s.io/kubernetes/cmd/kubelet",
 		},
-		ldflags: ld,
+		Ldflags: ld,
 	}
 }
 
-func etcd() component {
-	return component{
-		module:         "go.etcd.io/etcd/server/v3",
-		version:        EtcdVersion,
-		stagingVersion: EtcdVersion,
-		cmds:           map[string]string{"etcd": "go.etcd.io/etcd/server/v3"},
-		ldflags:        []string{"-X", "go.etcd.io/etcd/api/v3/version.GitSHA=" + EtcdVersion},
+func etcd() Module {
+	return Module{
+		Path:           "go.etcd.io/etcd/server/v3",
+		Version:        EtcdVersion,
+		StagingVersion: EtcdVersion,
+		Cmds:           map[string]string{"etcd": "go.etcd.io/etcd/server/v3"},
+		Ldflags:        []string{"-X", "go.etcd.io/etcd/api/v3/version.GitSHA=" + EtcdVersion},
 	}
 }
 
 // Ensure returns the pinned binaries, building any that are missing from the Go module proxy.
 // Concurrent callers (parallel test binaries) serialise on a lock file in the cache.
 func Ensure(ctx context.Context, opts Options) (Binaries, error) {
-	if opts.CacheDir == "" {
-		opts.CacheDir = DefaultCacheDir()
+	binDir, err := ensure(ctx, opts, "k8s-"+KubernetesVersion+"-etcd-"+EtcdVersion, "build.lock", etcd(), kubernetes())
+	if err != nil {
+		return Binaries{}, err
 	}
-	if opts.Log == nil {
-		opts.Log = func(string, ...any) {}
-	}
-	binDir := filepath.Join(opts.CacheDir, "bin", "k8s-"+KubernetesVersion+"-etcd-"+EtcdVersion)
-	bins := Binaries{
+	return Binaries{
 		Etcd:                  filepath.Join(binDir, "etcd"),
 		KubeAPIServer:         filepath.Join(binDir, "kube-apiserver"),
 		KubeControllerManager: filepath.Join(binDir, "kube-controller-manager"),
 		KubeProxy:             filepath.Join(binDir, "kube-proxy"),
 		KubeScheduler:         filepath.Join(binDir, "kube-scheduler"),
 		Kubelet:               filepath.Join(binDir, "kubelet"),
-	}
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return Binaries{}, fmt.Errorf("creating cache directory: %w", err)
-	}
-	unlock, err := lock(ctx, filepath.Join(opts.CacheDir, "build.lock"))
-	if err != nil {
-		return Binaries{}, err
-	}
-	defer unlock()
-	for _, c := range []component{etcd(), kubernetes()} {
-		if err := c.build(ctx, opts, binDir); err != nil {
-			return Binaries{}, err
-		}
-	}
-	return bins, nil
+	}, nil
 }
 
-func coredns() component {
-	return component{
-		module:         "github.com/coredns/coredns",
-		version:        CoreDNSVersion,
-		stagingVersion: CoreDNSVersion,
-		cmds:           map[string]string{"coredns": "github.com/coredns/coredns"},
-		ldflags:        []string{"-X", "github.com/coredns/coredns/coremain.GitCommit=" + CoreDNSVersion},
+func coredns() Module {
+	return Module{
+		Path:           "github.com/coredns/coredns",
+		Version:        CoreDNSVersion,
+		StagingVersion: CoreDNSVersion,
+		Cmds:           map[string]string{"coredns": "github.com/coredns/coredns"},
+		Ldflags:        []string{"-X", "github.com/coredns/coredns/coremain.GitCommit=" + CoreDNSVersion},
 	}
 }
 
 // EnsureCoreDNS returns the path of the pinned CoreDNS (a static binary, CGO_ENABLED=0),
 // building it from the Go module proxy if it is missing (about 2.5 minutes cold on 2 cores).
 func EnsureCoreDNS(ctx context.Context, opts Options) (string, error) {
+	dir, err := EnsureModule(ctx, opts, coredns(), "coredns-"+CoreDNSVersion, "build.lock")
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "coredns"), nil
+}
+
+// EnsureModule returns the directory <cache>/bin/<binDir> holding every binary of m.Cmds,
+// building the missing ones (CGO_ENABLED=0, -trimpath) while holding the lock file
+// <cache>/<lockName>, on which concurrent callers serialise.
+func EnsureModule(ctx context.Context, opts Options, m Module, binDir, lockName string) (string, error) {
+	return ensure(ctx, opts, binDir, lockName, m)
+}
+
+// ensure builds the missing binaries of mods into <cache>/bin/<binDir> under the lock file
+// <cache>/<lockName>, and returns that directory. When none is missing it takes no lock.
+func ensure(ctx context.Context, opts Options, binDir, lockName string, mods ...Module) (string, error) {
 	if opts.CacheDir == "" {
 		opts.CacheDir = DefaultCacheDir()
 	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}
 	}
-	binDir := filepath.Join(opts.CacheDir, "bin", "coredns-"+CoreDNSVersion)
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
+	dir := filepath.Join(opts.CacheDir, "bin", binDir)
+	if !slices.ContainsFunc(mods, func(m Module) bool { return len(m.missing(dir)) > 0 }) {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("creating cache directory: %w", err)
 	}
-	unlock, err := lock(ctx, filepath.Join(opts.CacheDir, "build.lock"))
+	unlock, err := lock(ctx, filepath.Join(opts.CacheDir, lockName))
 	if err != nil {
 		return "", err
 	}
 	defer unlock()
-	if err := coredns().build(ctx, opts, binDir); err != nil {
-		return "", err
-	}
-	return filepath.Join(binDir, "coredns"), nil
-}
-
-func (c component) build(ctx context.Context, opts Options, binDir string) error {
-	missing := []string{}
-	for name := range c.cmds {
-		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			missing = append(missing, name)
+	for _, m := range mods {
+		if err := m.build(ctx, opts, dir); err != nil {
+			return "", err
 		}
 	}
+	return dir, nil
+}
+
+// missing lists the binaries of m that binDir lacks.
+func (m Module) missing(binDir string) []string {
+	var names []string
+	for name := range m.Cmds {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func (c Module) build(ctx context.Context, opts Options, binDir string) error {
+	missing := c.missing(binDir)
 	if len(missing) == 0 {
 		return nil
 	}
-	src := filepath.Join(opts.CacheDir, "src", strings.ReplaceAll(c.module, "/", "_")+"@"+c.version)
+	src := filepath.Join(opts.CacheDir, "src", strings.ReplaceAll(c.Path, "/", "_")+"@"+c.Version)
 	if err := c.writeWrapper(ctx, src); err != nil {
-		return fmt.Errorf("preparing wrapper module for %s: %w", c.module, err)
+		return fmt.Errorf("preparing wrapper module for %s: %w", c.Path, err)
 	}
 	// One go build for every missing binary: the packages they share compile once.
 	start := time.Now()
-	opts.Log("building %s %s", strings.Join(missing, ", "), c.version)
+	opts.Log("building %s %s", strings.Join(missing, ", "), c.Version)
 	tmp, err := os.MkdirTemp(binDir, ".build-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"build", "-trimpath", "-o", tmp + "/", "-ldflags", strings.Join(quoteAll(c.ldflags), " ")}
+	args := []string{"build", "-trimpath", "-o", tmp + "/", "-ldflags", strings.Join(quoteAll(c.Ldflags), " ")}
 	for _, name := range missing {
-		args = append(args, c.cmds[name])
+		args = append(args, c.Cmds[name])
 	}
 	if err := goCmd(ctx, src, args...); err != nil {
 		return fmt.Errorf("building %s: %w", strings.Join(missing, ", "), err)
 	}
 	for _, name := range missing {
-		if err := os.Rename(filepath.Join(tmp, binaryName(c.cmds[name])), filepath.Join(binDir, name)); err != nil {
+		if err := os.Rename(filepath.Join(tmp, binaryName(c.Cmds[name])), filepath.Join(binDir, name)); err != nil {
 			return fmt.Errorf("installing %s: %w", name, err)
 		}
 	}
@@ -216,16 +234,17 @@ func binaryName(pkg string) string {
 	return last
 }
 
-// writeWrapper creates a module that requires c.module and turns each of its relative replace
-// directives (which make it refuse `go install`) into the published module of the same path.
-func (c component) writeWrapper(ctx context.Context, dir string) error {
+// writeWrapper creates (once) a module that requires c.Path, turns each of its relative replace
+// directives (which make it refuse `go install`) into the published module of the same path,
+// and adds c.Pins.
+func (c Module) writeWrapper(ctx context.Context, dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "go.sum")); err == nil {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	out, err := goOutput(ctx, dir, "mod", "download", "-json", c.module+"@"+c.version)
+	out, err := goOutput(ctx, dir, "mod", "download", "-json", c.Path+"@"+c.Version)
 	if err != nil {
 		return err
 	}
@@ -240,24 +259,35 @@ func (c component) writeWrapper(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	var gomod strings.Builder
-	fmt.Fprintf(&gomod, "module portico.invalid/k8sbin/%s\n\ngo %s\n\nrequire %s %s\n\n", strings.NewReplacer("@", "-", ".", "-").Replace(filepath.Base(dir)), goDirective(upstream), c.module, c.version)
-	for _, path := range relativeReplaces(upstream) {
-		fmt.Fprintf(&gomod, "replace %s => %s %s\n", path, path, c.stagingVersion)
-	}
 	var tools strings.Builder
 	tools.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
-	for _, pkg := range c.cmds {
+	for _, pkg := range c.Cmds {
 		fmt.Fprintf(&tools, "\t_ %q\n", pkg)
 	}
 	tools.WriteString(")\n")
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod.String()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(c.wrapperGoMod(filepath.Base(dir), upstream)), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tools.go"), []byte(tools.String()), 0o644); err != nil {
 		return err
 	}
 	return goCmd(ctx, dir, "mod", "tidy")
+}
+
+// wrapperGoMod is the wrapper module's go.mod, named after its directory name, for the
+// upstream go.mod: the upstream go directive, a require of c, and the replace directives.
+func (c Module) wrapperGoMod(name string, upstream []byte) string {
+	var gomod strings.Builder
+	fmt.Fprintf(&gomod, "module portico.invalid/k8sbin/%s\n\ngo %s\n\nrequire %s %s\n\n", strings.NewReplacer("@", "-", ".", "-").Replace(name), goDirective(upstream), c.Path, c.Version)
+	if c.StagingVersion != "" {
+		for _, path := range relativeReplaces(upstream) {
+			fmt.Fprintf(&gomod, "replace %s => %s %s\n", path, path, c.StagingVersion)
+		}
+	}
+	for _, path := range slices.Sorted(maps.Keys(c.Pins)) {
+		fmt.Fprintf(&gomod, "replace %s => %s %s\n", path, path, c.Pins[path])
+	}
+	return gomod.String()
 }
 
 // relativeReplaces lists module paths that go.mod replaces with a local directory.

@@ -21,6 +21,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/cluster"
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/pki"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/internal/prereq"
 )
@@ -153,7 +154,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	var tokens []cluster.Token
 	for _, ln := range c.Lab.Nodes() {
 		n := &Node{Name: ln.Name, Lab: ln, Dir: filepath.Join(c.Dir, ln.Name), Cgroup: filepath.Base(c.Dir) + "/" + ln.Name}
-		if n.token, err = newToken(); err != nil {
+		if n.token, err = pki.Token(); err != nil {
 			return err
 		}
 		tokens = append(tokens, cluster.Token{Token: n.token, User: "system:node:" + n.Name, Groups: []string{"system:nodes"}})
