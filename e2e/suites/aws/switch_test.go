@@ -93,12 +93,13 @@ func TestAdoptCloudProviderAWS(t *testing.T) {
 		t.Errorf("adoption made %d CreateLoadBalancer and %d DeleteLoadBalancer calls, want none", creates, deletes)
 	}
 
-	// The adopted load balancers are Portico's now: deleting the Services deletes them.
+	// The adopted load balancers are Portico's now: the class-less Services keep the stock
+	// finalizer, now portico-controller's (no step by hand), and deleting them deletes the
+	// load balancers.
 	for name := range names {
-		e.update(name, func(s *corev1.Service) {
-			// cloud-provider-aws's finalizer: nothing runs its service controller any more.
-			s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == stockFinalizer })
-		})
+		if f := e.svcs.Get(name).Finalizers; !slices.Equal(f, []string{stockFinalizer}) {
+			t.Errorf("%s: finalizers %v after adoption, want the stock one alone", name, f)
+		}
 		e.delete(name)
 		e.waitGone(ctl, name)
 		if held, err := e.aws.holds(before[name]); err != nil || held {
