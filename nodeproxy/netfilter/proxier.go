@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/portico-lb/portico/nodeproxy/rules"
@@ -41,6 +42,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// FamilySynced is told the outcome of each family's part of every sync (nil: nobody).
 	FamilySynced func(rules.Family, error)
+	// Latency observes the network programming latency of each family's successful syncs
+	// (nil: not measured).
+	Latency *tracker.ProgrammingLatency
 }
 
 // Proxier programs Services into netfilter: one familyProxier per IP family, each rendering
@@ -50,11 +54,12 @@ type Proxier struct {
 	families     []*familyProxier
 	metrics      *Metrics
 	familySynced func(rules.Family, error)
+	latency      *tracker.ProgrammingLatency
 }
 
 // New returns a Proxier for opts.Netfilters' families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: NewMetrics(opts.Registerer), familySynced: opts.FamilySynced}
+	p := &Proxier{metrics: NewMetrics(opts.Registerer), familySynced: opts.FamilySynced, latency: opts.Latency}
 	if p.familySynced == nil {
 		p.familySynced = func(rules.Family, error) {}
 	}
@@ -104,6 +109,7 @@ func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 			errs = append(errs, err)
 			continue
 		}
+		p.latency.Programmed(st, corev1.IPFamily(f.family.String()))
 		if len(res.repaired) > 0 {
 			log.V(1).Info("Full sync wrote chains (first sync or drift)", "family", f.family.String(), "chains", res.repaired)
 		}

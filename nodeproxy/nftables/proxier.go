@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
@@ -35,6 +36,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// FamilySynced is told the outcome of each family's part of every sync (nil: nobody).
 	FamilySynced func(rules.Family, error)
+	// Latency observes the network programming latency of each family's successful syncs
+	// (nil: not measured).
+	Latency *tracker.ProgrammingLatency
 }
 
 // Proxier programs Services into the nftables table "portico" of each family, over netlink. It
@@ -43,11 +47,12 @@ type Proxier struct {
 	families     []*familyProxier
 	metrics      *metrics
 	familySynced func(rules.Family, error)
+	latency      *tracker.ProgrammingLatency
 }
 
 // New returns a Proxier for opts.Families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: newMetrics(opts.Registerer), familySynced: opts.FamilySynced}
+	p := &Proxier{metrics: newMetrics(opts.Registerer), familySynced: opts.FamilySynced, latency: opts.Latency}
 	gens := &genTracker{clean: map[rules.Family]bool{}}
 	if p.familySynced == nil {
 		p.familySynced = func(rules.Family, error) {}
@@ -98,6 +103,7 @@ func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 			errs = append(errs, err)
 			continue
 		}
+		p.latency.Programmed(st, corev1.IPFamily(f.fam.String()))
 		kind := "partial"
 		if res.full {
 			kind = "full"

@@ -44,6 +44,11 @@ type Tracker struct {
 	nodeChanged bool
 	// queuedAt is when the oldest pending change arrived (zero: none pending).
 	queuedAt time.Time
+	// triggers are the pending EndpointSlice changes' trigger times, for the network
+	// programming latency; started is when the tracker was created (older triggers are not
+	// measured).
+	triggers []Trigger
+	started  time.Time
 }
 
 // AddressPoolsResource is the AddressPool resource the tracker watches with Options.Pools.
@@ -102,6 +107,7 @@ func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tr
 		store:   store,
 		notify:  notify,
 		changed: map[types.NamespacedName]bool{},
+		started: time.Now(),
 		synced:  []cache.InformerSynced{svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 	}
 	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{}
@@ -128,9 +134,9 @@ func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tr
 		DeleteFunc: func(obj any) { t.serviceChanged(obj) },
 	}
 	sliceHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.sliceChanged(obj) },
-		UpdateFunc: func(_, obj any) { t.sliceChanged(obj) },
-		DeleteFunc: func(obj any) { t.sliceChanged(obj) },
+		AddFunc:    func(obj any) { t.sliceChanged(nil, obj, false) },
+		UpdateFunc: func(old, obj any) { t.sliceChanged(old, obj, false) },
+		DeleteFunc: func(obj any) { t.sliceChanged(nil, obj, true) },
 	}
 	nodeHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.nodeUpdated(nil, obj) },
@@ -157,7 +163,7 @@ func NewForStore(store *CacheStore, notify func()) *Tracker {
 	if notify == nil {
 		notify = func() {}
 	}
-	return &Tracker{store: store, notify: notify, changed: map[types.NamespacedName]bool{}}
+	return &Tracker{store: store, notify: notify, changed: map[types.NamespacedName]bool{}, started: time.Now()}
 }
 
 // Start runs the informers until stop is closed.
@@ -188,14 +194,34 @@ func (t *Tracker) serviceChanged(obj any) {
 	}
 }
 
-func (t *Tracker) sliceChanged(obj any) {
+// sliceChanged marks the slice's Service, and records the change's trigger time (SliceChanged).
+func (t *Tracker) sliceChanged(old, obj any, deleted bool) {
 	s, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
 	if !ok {
 		return
 	}
-	if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
-		t.Mark(types.NamespacedName{Namespace: s.Namespace, Name: name})
+	o, _ := old.(*discoveryv1.EndpointSlice)
+	t.SliceChanged(o, s, deleted)
+}
+
+// SliceChanged records a change of EndpointSlice s (old: its previous version, nil when added;
+// deleted: it is gone): its Service is marked, and the change's trigger time is kept for the
+// network programming latency (see Trigger), or, on deletion, the Service's pending ones
+// dropped.
+func (t *Tracker) SliceChanged(old, s *discoveryv1.EndpointSlice, deleted bool) {
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return
 	}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
+	t.mu.Lock()
+	if deleted {
+		t.triggers = dropTriggers(t.triggers, key)
+	} else if tr, ok := sliceTrigger(old, s, t.started); ok {
+		t.triggers = append(t.triggers, tr)
+	}
+	t.mu.Unlock()
+	t.Mark(key)
 }
 
 func (t *Tracker) nodeUpdated(old, obj any) {
@@ -274,14 +300,16 @@ func (t *Tracker) Mark(key types.NamespacedName) {
 	t.notify()
 }
 
-// Take returns and clears the pending changes: the changed Services, and whether the node
-// changed in a way that needs every Service synced.
-func (t *Tracker) Take() (changed map[types.NamespacedName]bool, nodeChanged bool) {
+// Take returns and clears the pending changes: the changed Services, whether the node changed
+// in a way that needs every Service synced, and the EndpointSlice changes' trigger times. The
+// triggers of a failed sync are not Restored (as kube-proxy, which measures successful syncs
+// only, drops them): the retry's latency would count a failure's back-off.
+func (t *Tracker) Take() (changed map[types.NamespacedName]bool, nodeChanged bool, triggers []Trigger) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	changed, nodeChanged = t.changed, t.nodeChanged
-	t.changed, t.nodeChanged, t.queuedAt = map[types.NamespacedName]bool{}, false, time.Time{}
-	return changed, nodeChanged
+	changed, nodeChanged, triggers = t.changed, t.nodeChanged, t.triggers
+	t.changed, t.nodeChanged, t.queuedAt, t.triggers = map[types.NamespacedName]bool{}, false, time.Time{}, nil
+	return changed, nodeChanged, triggers
 }
 
 // PendingSince is when the oldest unsynced change arrived, zero if none.
