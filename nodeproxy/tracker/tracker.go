@@ -86,9 +86,9 @@ func must(r *labels.Requirement, err error) labels.Requirement {
 // New sets up the informers of a Tracker for node; notify is called (from informer goroutines)
 // after every recorded change. Start runs the informers.
 func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tracker, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync,
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync, informers.WithTransform(strip),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ProxiedSelector }))
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync,
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync, informers.WithTransform(strip),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			if !opts.AllNodes {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()

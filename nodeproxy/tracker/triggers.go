@@ -23,9 +23,11 @@ type Trigger struct {
 
 // sliceTrigger is the Trigger an added (old nil) or updated EndpointSlice brings, if any, as
 // kube-proxy counts them: only slices of an IP family, with a parseable annotation, for changes
-// made after the tracker started (older ones would measure how long the agent was down). One
-// difference: an update that leaves the annotation unchanged (an informer resync, a change not
-// caused by a new trigger) brings none, rather than measuring again from the old time.
+// made after the tracker started (older ones would measure how long the agent was down), and
+// only for a new version of the slice: an informer's resync replays the same version (same
+// resourceVersion), which kube-proxy's cache sees as no change. The annotation may repeat from
+// one version to the next (it comes from Pod and Service times, kept to the second), and each
+// version is a change to program.
 func sliceTrigger(old, s *discoveryv1.EndpointSlice, started time.Time) (Trigger, bool) {
 	var fam corev1.IPFamily
 	switch s.AddressType {
@@ -38,7 +40,7 @@ func sliceTrigger(old, s *discoveryv1.EndpointSlice, started time.Time) (Trigger
 	}
 	name := s.Labels[discoveryv1.LabelServiceName]
 	v, ok := s.Annotations[corev1.EndpointsLastChangeTriggerTime]
-	if name == "" || !ok || (old != nil && old.Annotations[corev1.EndpointsLastChangeTriggerTime] == v) {
+	if name == "" || !ok || (old != nil && old.ResourceVersion == s.ResourceVersion) {
 		return Trigger{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)

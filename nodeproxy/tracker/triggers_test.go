@@ -20,6 +20,11 @@ func slice(addrType discoveryv1.AddressType, trigger string) *discoveryv1.Endpoi
 	return s
 }
 
+func version(s *discoveryv1.EndpointSlice, rv string) *discoveryv1.EndpointSlice {
+	s.ResourceVersion = rv
+	return s
+}
+
 func TestSliceTrigger(t *testing.T) {
 	started := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	later := started.Add(1500 * time.Millisecond)
@@ -34,11 +39,13 @@ func TestSliceTrigger(t *testing.T) {
 	}{
 		{"added IPv4", nil, slice(discoveryv1.AddressTypeIPv4, at), &Trigger{web, corev1.IPv4Protocol, later}},
 		{"added IPv6", nil, slice(discoveryv1.AddressTypeIPv6, at), &Trigger{web, corev1.IPv6Protocol, later}},
-		{"updated with a new time", slice(discoveryv1.AddressTypeIPv4, started.Format(time.RFC3339Nano)),
-			slice(discoveryv1.AddressTypeIPv4, at), &Trigger{web, corev1.IPv4Protocol, later}},
+		{"updated with a new time", version(slice(discoveryv1.AddressTypeIPv4, started.Format(time.RFC3339Nano)), "1"),
+			version(slice(discoveryv1.AddressTypeIPv4, at), "2"), &Trigger{web, corev1.IPv4Protocol, later}},
+		{"updated, same time (same second)", version(slice(discoveryv1.AddressTypeIPv4, at), "1"),
+			version(slice(discoveryv1.AddressTypeIPv4, at), "2"), &Trigger{web, corev1.IPv4Protocol, later}},
 		{"second resolution", nil, slice(discoveryv1.AddressTypeIPv4, "2026-01-02T03:04:07Z"),
 			&Trigger{web, corev1.IPv4Protocol, started.Add(2 * time.Second)}},
-		{"resync: same time", slice(discoveryv1.AddressTypeIPv4, at), slice(discoveryv1.AddressTypeIPv4, at), nil},
+		{"resync: same version", version(slice(discoveryv1.AddressTypeIPv4, at), "2"), version(slice(discoveryv1.AddressTypeIPv4, at), "2"), nil},
 		{"no annotation", nil, slice(discoveryv1.AddressTypeIPv4, ""), nil},
 		{"unparseable", nil, slice(discoveryv1.AddressTypeIPv4, "yesterday"), nil},
 		{"before the tracker started", nil, slice(discoveryv1.AddressTypeIPv4, started.Add(-time.Second).Format(time.RFC3339Nano)), nil},
@@ -69,7 +76,7 @@ func TestTriggersTakenOnce(t *testing.T) {
 	b := slice(discoveryv1.AddressTypeIPv6, at(2*time.Second))
 	b.Labels[discoveryv1.LabelServiceName] = "db"
 	tr.SliceChanged(nil, b, false)
-	tr.SliceChanged(a, slice(discoveryv1.AddressTypeIPv4, at(3*time.Second)), false)
+	tr.SliceChanged(a, version(slice(discoveryv1.AddressTypeIPv4, at(3*time.Second)), "2"), false)
 	tr.SliceChanged(a, a, false) // resync: marks, no trigger
 
 	changed, _, triggers := tr.Take()
