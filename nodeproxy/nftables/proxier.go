@@ -176,6 +176,9 @@ type familyProxier struct {
 	applied   bool               // false: the kernel's state is unknown, the next sync is full
 	nodePorts []netip.Addr       // where NodePorts answer (nil: every local address)
 	gens      *genTracker        // shared by the Proxier's families
+	// rendered are the port states rendered by the sync under way; once it committed, their
+	// rules' expressions are dropped (forget), as only their text is compared later.
+	rendered []*portState
 }
 
 type syncResult struct {
@@ -209,6 +212,7 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	}
 	tx := newTransaction(p.fam)
 	stale := netfilter.NewStaleUDP()
+	p.rendered = nil
 	if err := p.render(st, keys, tx, stale); err != nil {
 		p.applied = false
 		return syncResult{}, err
@@ -222,9 +226,11 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	}
 	if err != nil {
 		p.applied = false
+		p.rendered = nil
 		return syncResult{}, fmt.Errorf("programming %s nftables: %w", p.fam, err)
 	}
 	p.applied = true
+	p.forgetExprs()
 	after, genErr2 := generation()
 	p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
 	p.deleteStaleConntrack(ctx, stale)
@@ -398,7 +404,24 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 		delete(p.ports, key)
 	} else {
 		p.ports[key] = next
+		p.rendered = append(p.rendered, next)
 	}
+}
+
+// forgetExprs drops the netlink expressions of the rules just committed: a chain is only ever
+// written from a fresh rendering (a partial sync writes the ports it rendered, a full sync
+// renders every port again after reset), and later syncs compare the rules' text alone. Kept,
+// they were most of the mode's retained heap (google/nftables expressions for every rule of
+// every port).
+func (p *familyProxier) forgetExprs() {
+	for _, ps := range p.rendered {
+		for _, rs := range ps.chains {
+			for i := range rs {
+				rs[i].exprs = nil
+			}
+		}
+	}
+	p.rendered = nil
 }
 
 // claim records that the port owner wants element k of map m with verdict v ("": no longer),
