@@ -18,6 +18,7 @@ func TestNetworkProgrammingLatency(t *testing.T) { forModes(t, testNetworkProgra
 func testNetworkProgrammingLatency(t *testing.T) {
 	const name, family = "portico_agent_network_programming_duration_seconds", `ip_family="IPv4"`
 	e := newEnv(t)
+	agentsUp := time.Now() // the mode's agents started before this
 	e.backend(e.node1, "a", "npl")
 	client := e.pod(e.node1, "client")
 	svc := e.service("npl", "npl")
@@ -32,6 +33,14 @@ func testNetworkProgrammingLatency(t *testing.T) {
 		}
 		return count, sum
 	}
+	// Trigger times are kept to the second, and an agent measures no change made before it
+	// started (as kube-proxy): the change must fall in a later second than the agents' start.
+	e.eventually("a second after the agents started", 3*time.Second, func() error {
+		if now := time.Now().Truncate(time.Second); !now.After(agentsUp) {
+			return fmt.Errorf("still in the second of %s", agentsUp.Format(time.StampMilli))
+		}
+		return nil
+	})
 	count0, sum0 := read()
 	start := time.Now()
 	e.backend(e.node2, "b", "npl")
