@@ -238,6 +238,7 @@ func (a *agent) dataplane() (dataplane, error) {
 			Conntrack:       netfilter.NetlinkConntrack{},
 			Registerer:      a.registry,
 			FamilySynced:    a.health.FamilySynced,
+			Latency:         tracker.NewProgrammingLatency(a.registry),
 		}), nil
 	}
 	nfs, err := a.netfilters(fams)
@@ -259,6 +260,7 @@ func (a *agent) netfilterOptions(nfs map[rules.Family]netfilter.Netfilter) netfi
 		Conntrack:       netfilter.NetlinkConntrack{},
 		Registerer:      a.registry,
 		FamilySynced:    a.health.FamilySynced,
+		Latency:         tracker.NewProgrammingLatency(a.registry),
 	}
 }
 

@@ -77,6 +77,11 @@
 // metric portico_agent_sync_proxy_rules_chains_restored_total{sync="full"} counts what it
 // wrote. Exiting never flushes rules, so established connections survive a restart.
 //
+// Each proxier observes portico_agent_network_programming_duration_seconds (kube-proxy's network
+// programming latency) per family once that family's rules are programmed, from the trigger
+// times the tracker took with the changes (tracker.Trigger, State.Triggers); a failed sync's
+// are dropped, as kube-proxy does.
+//
 // After a sync, UDP conntrack entries whose original destination is a changed UDP service
 // address or NodePort and whose reply source is not a serving endpoint are deleted over netlink
 // in one pass: entries of removed endpoints, and entries created while the port had no endpoint.

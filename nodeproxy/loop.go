@@ -38,7 +38,7 @@ const syncKey = "sync"
 
 // changeSource is what the loop needs of the tracker.
 type changeSource interface {
-	Take() (changed map[types.NamespacedName]bool, nodeChanged bool)
+	Take() (changed map[types.NamespacedName]bool, nodeChanged bool, triggers []tracker.Trigger)
 	Restore(changed map[types.NamespacedName]bool)
 }
 
@@ -134,13 +134,14 @@ func (l *syncLoop) processNext(ctx context.Context) bool {
 func (l *syncLoop) sync(ctx context.Context) error {
 	start := time.Now()
 	full := l.fullPending.Swap(false)
-	changed, nodeChanged := l.changes.Take()
+	changed, nodeChanged, triggers := l.changes.Take()
 	full = full || nodeChanged
 	st, err := tracker.NewState(l.store, l.node, full, changed)
 	if err != nil {
 		l.changes.Restore(changed)
 		return err
 	}
+	st.Triggers = triggers
 	if l.liveness != nil {
 		st.Alive, st.Dead = l.liveness()
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/portico-lb/portico/nodeproxy/rules"
@@ -39,6 +40,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// FamilySynced is told the outcome of each family's part of every sync (nil: nobody).
 	FamilySynced func(rules.Family, error)
+	// Latency observes the network programming latency of each family's successful syncs
+	// (nil: not measured).
+	Latency *tracker.ProgrammingLatency
 }
 
 // Proxier programs Services into netfilter: one familyProxier per IP family, each rendering
@@ -48,11 +52,12 @@ type Proxier struct {
 	shared   *Families
 	families []*familyProxier // one per shared.States, in that order
 	metrics  *Metrics
+	latency  *tracker.ProgrammingLatency
 }
 
 // New returns a Proxier for opts.Netfilters' families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: NewMetrics(opts.Registerer)}
+	p := &Proxier{metrics: NewMetrics(opts.Registerer), latency: opts.Latency}
 	var want []rules.Family
 	for fam, nf := range opts.Netfilters {
 		if nf != nil {
@@ -95,6 +100,7 @@ func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 		if err != nil {
 			return NoLocal{}, err
 		}
+		p.latency.Programmed(st, corev1.IPFamily(f.Family.String()))
 		if len(res.repaired) > 0 {
 			log.V(1).Info("Full sync wrote chains (first sync or drift)", "family", f.Family.String(), "chains", res.repaired)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
@@ -34,6 +35,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// FamilySynced is told the outcome of each family's part of every sync (nil: nobody).
 	FamilySynced func(rules.Family, error)
+	// Latency observes the network programming latency of each family's successful syncs
+	// (nil: not measured).
+	Latency *tracker.ProgrammingLatency
 }
 
 // Proxier programs Services into the nftables table "portico" of each family, over netlink. It
@@ -43,11 +47,12 @@ type Proxier struct {
 	shared   *netfilter.Families
 	families []*familyProxier // one per shared.States, in that order
 	metrics  *metrics
+	latency  *tracker.ProgrammingLatency
 }
 
 // New returns a Proxier for opts.Families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: newMetrics(opts.Registerer)}
+	p := &Proxier{metrics: newMetrics(opts.Registerer), latency: opts.Latency}
 	gens := &genTracker{clean: map[rules.Family]bool{}}
 	p.shared = netfilter.NewFamilies(opts.Families, netfilter.FamilyOptions{NodePortCIDRs: opts.NodePortCIDRs,
 		NodePortPrimary: opts.NodePortPrimary, Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced}, p.metrics.family)
@@ -80,6 +85,7 @@ func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 			p.metrics.failures.Inc()
 			return netfilter.NoLocal{}, err
 		}
+		p.latency.Programmed(st, corev1.IPFamily(f.fam.String()))
 		kind := "partial"
 		if res.full {
 			kind = "full"
@@ -111,6 +117,9 @@ type familyProxier struct {
 	hairpin map[netip.Addr]int // local endpoint IP -> ports using it
 	applied bool               // false: the kernel's state is unknown, the next sync is full
 	gens    *genTracker        // shared by the Proxier's families
+	// rendered are the port states rendered by the sync under way; once it committed, their
+	// rules' expressions are dropped (forget), as only their text is compared later.
+	rendered []*portState
 }
 
 type syncResult struct {
@@ -144,6 +153,7 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	}
 	tx := newTransaction(p.fam)
 	stale := netfilter.NewStaleUDP()
+	p.rendered = nil
 	if err := p.render(st, keys, tx, stale); err != nil {
 		p.applied = false
 		return syncResult{}, err
@@ -157,9 +167,11 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	}
 	if err != nil {
 		p.applied = false
+		p.rendered = nil
 		return syncResult{}, fmt.Errorf("programming %s nftables: %w", p.fam, err)
 	}
 	p.applied = true
+	p.forgetExprs()
 	after, genErr2 := generation()
 	p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
 	p.DeleteStaleConntrack(ctx, stale)
@@ -331,7 +343,24 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 		delete(p.ports, key)
 	} else {
 		p.ports[key] = next
+		p.rendered = append(p.rendered, next)
 	}
+}
+
+// forgetExprs drops the netlink expressions of the rules just committed: a chain is only ever
+// written from a fresh rendering (a partial sync writes the ports it rendered, a full sync
+// renders every port again after reset), and later syncs compare the rules' text alone. Kept,
+// they were most of the mode's retained heap (google/nftables expressions for every rule of
+// every port).
+func (p *familyProxier) forgetExprs() {
+	for _, ps := range p.rendered {
+		for _, rs := range ps.chains {
+			for i := range rs {
+				rs[i].exprs = nil
+			}
+		}
+	}
+	p.rendered = nil
 }
 
 // claim records that the port owner wants element k of map m with verdict v ("": no longer),

@@ -7,4 +7,8 @@
 // Services, whether the sync is full, this Node, and read access to every tracked object through
 // a Store), and CacheStore, the Store over informer caches, which tests fill by hand. It never
 // computes rules.
+//
+// It also keeps the trigger times of EndpointSlice changes (Trigger) for the network programming
+// latency (ProgrammingLatency), and its informers drop what no consumer reads before objects
+// reach the caches (strip: managedFields, unused annotations, a Node's image list).
 package tracker

@@ -33,6 +33,10 @@ type State struct {
 	// Changed are the Services changed since the last successful sync, sorted; a Service that
 	// is gone is listed and Service reports it as nil.
 	Changed []types.NamespacedName
+	// Triggers are the trigger times of the EndpointSlice changes since the last sync (see
+	// Trigger): a proxier hands them to ProgrammingLatency.Programmed once a family's rules are
+	// programmed.
+	Triggers []Trigger
 	// Store reads the tracked objects.
 	Store Store
 	// Alive and Dead are the membership view (package membership) when the agent runs one,

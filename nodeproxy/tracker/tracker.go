@@ -45,6 +45,11 @@ type Tracker struct {
 	nodeChanged bool
 	// queuedAt is when the oldest pending change arrived (zero: none pending).
 	queuedAt time.Time
+	// triggers are the pending EndpointSlice changes' trigger times, for the network
+	// programming latency; started is when the tracker was created (older triggers are not
+	// measured).
+	triggers []Trigger
+	started  time.Time
 }
 
 // AddressPoolsResource is the AddressPool resource the tracker watches with Options.Pools.
@@ -86,9 +91,13 @@ func must(r *labels.Requirement, err error) labels.Requirement {
 // New sets up the informers of a Tracker for node; notify is called (from informer goroutines)
 // after every recorded change. Start runs the informers.
 func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tracker, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync,
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync, informers.WithTransform(strip),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = ProxiedSelector }))
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync,
+	nodeTransform := strip
+	if opts.IgnoreExcludeLB {
+		nodeTransform = stripWithoutExcludeLabel
+	}
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, informerResync, informers.WithTransform(nodeTransform),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			if !opts.AllNodes {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", node).String()
@@ -97,11 +106,6 @@ func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tr
 	svcInf := factory.Core().V1().Services()
 	sliceInf := factory.Discovery().V1().EndpointSlices()
 	nodeInf := nodeFactory.Core().V1().Nodes()
-	if opts.IgnoreExcludeLB {
-		if err := nodeInf.Informer().SetTransform(withoutExcludeLabel); err != nil {
-			return nil, fmt.Errorf("setting node transform: %w", err)
-		}
-	}
 	if err := sliceInf.Informer().AddIndexers(cache.Indexers{SliceServiceIndex: SliceServiceKey}); err != nil {
 		return nil, fmt.Errorf("adding endpoint slice index: %w", err)
 	}
@@ -112,6 +116,7 @@ func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tr
 		store:   store,
 		notify:  notify,
 		changed: map[types.NamespacedName]bool{},
+		started: time.Now(),
 		synced:  []cache.InformerSynced{svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 	}
 	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{}
@@ -138,9 +143,9 @@ func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tr
 		DeleteFunc: func(obj any) { t.serviceChanged(obj) },
 	}
 	sliceHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.sliceChanged(obj) },
-		UpdateFunc: func(_, obj any) { t.sliceChanged(obj) },
-		DeleteFunc: func(obj any) { t.sliceChanged(obj) },
+		AddFunc:    func(obj any) { t.sliceChanged(nil, obj, false) },
+		UpdateFunc: func(old, obj any) { t.sliceChanged(old, obj, false) },
+		DeleteFunc: func(obj any) { t.sliceChanged(nil, obj, true) },
 	}
 	nodeHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.nodeUpdated(nil, obj) },
@@ -167,7 +172,7 @@ func NewForStore(store *CacheStore, notify func()) *Tracker {
 	if notify == nil {
 		notify = func() {}
 	}
-	return &Tracker{store: store, notify: notify, changed: map[types.NamespacedName]bool{}}
+	return &Tracker{store: store, notify: notify, changed: map[types.NamespacedName]bool{}, started: time.Now()}
 }
 
 // Start runs the informers until stop is closed.
@@ -198,14 +203,34 @@ func (t *Tracker) serviceChanged(obj any) {
 	}
 }
 
-func (t *Tracker) sliceChanged(obj any) {
+// sliceChanged marks the slice's Service, and records the change's trigger time (SliceChanged).
+func (t *Tracker) sliceChanged(old, obj any, deleted bool) {
 	s, ok := unwrap(obj).(*discoveryv1.EndpointSlice)
 	if !ok {
 		return
 	}
-	if name := s.Labels[discoveryv1.LabelServiceName]; name != "" {
-		t.Mark(types.NamespacedName{Namespace: s.Namespace, Name: name})
+	o, _ := old.(*discoveryv1.EndpointSlice)
+	t.SliceChanged(o, s, deleted)
+}
+
+// SliceChanged records a change of EndpointSlice s (old: its previous version, nil when added;
+// deleted: it is gone): its Service is marked, and the change's trigger time is kept for the
+// network programming latency (see Trigger), or, on deletion, the Service's pending ones
+// dropped.
+func (t *Tracker) SliceChanged(old, s *discoveryv1.EndpointSlice, deleted bool) {
+	name := s.Labels[discoveryv1.LabelServiceName]
+	if name == "" {
+		return
 	}
+	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
+	t.mu.Lock()
+	if deleted {
+		t.triggers = dropTriggers(t.triggers, key)
+	} else if tr, ok := sliceTrigger(old, s, t.started); ok {
+		t.triggers = append(t.triggers, tr)
+	}
+	t.mu.Unlock()
+	t.Mark(key)
 }
 
 func (t *Tracker) nodeUpdated(old, obj any) {
@@ -284,14 +309,16 @@ func (t *Tracker) Mark(key types.NamespacedName) {
 	t.notify()
 }
 
-// Take returns and clears the pending changes: the changed Services, and whether the node
-// changed in a way that needs every Service synced.
-func (t *Tracker) Take() (changed map[types.NamespacedName]bool, nodeChanged bool) {
+// Take returns and clears the pending changes: the changed Services, whether the node changed
+// in a way that needs every Service synced, and the EndpointSlice changes' trigger times. The
+// triggers of a failed sync are not Restored (as kube-proxy, which measures successful syncs
+// only, drops them): the retry's latency would count a failure's back-off.
+func (t *Tracker) Take() (changed map[types.NamespacedName]bool, nodeChanged bool, triggers []Trigger) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	changed, nodeChanged = t.changed, t.nodeChanged
-	t.changed, t.nodeChanged, t.queuedAt = map[types.NamespacedName]bool{}, false, time.Time{}
-	return changed, nodeChanged
+	changed, nodeChanged, triggers = t.changed, t.nodeChanged, t.triggers
+	t.changed, t.nodeChanged, t.queuedAt, t.triggers = map[types.NamespacedName]bool{}, false, time.Time{}, nil
+	return changed, nodeChanged, triggers
 }
 
 // PendingSince is when the oldest unsynced change arrived, zero if none.
@@ -324,11 +351,13 @@ func (t *Tracker) Pending() map[types.NamespacedName]bool {
 	return out
 }
 
-// withoutExcludeLabel is the node informer's transform under Options.IgnoreExcludeLB: the
-// informer hands it freshly decoded objects, which it may change in place.
-func withoutExcludeLabel(obj any) (any, error) {
-	if n, ok := obj.(*corev1.Node); ok {
+// stripWithoutExcludeLabel is the node informer's transform under Options.IgnoreExcludeLB:
+// strip, then the exclude label goes too. The informer hands it freshly decoded objects, which
+// it may change in place.
+func stripWithoutExcludeLabel(obj any) (any, error) {
+	obj, err := strip(obj)
+	if n, ok := obj.(*corev1.Node); ok && err == nil {
 		servicerules.IgnoreExcludeLabel(n)
 	}
-	return obj, nil
+	return obj, err
 }

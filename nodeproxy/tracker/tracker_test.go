@@ -52,7 +52,7 @@ func TestIgnoreExcludeLB(t *testing.T) {
 	if servicerules.NodeEligible(n) {
 		t.Fatal("a labelled node is eligible before the transform")
 	}
-	out, err := withoutExcludeLabel(n)
+	out, err := stripWithoutExcludeLabel(n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestIgnoreExcludeLB(t *testing.T) {
 	if !servicerules.NodeEligible(got) || got.Labels["zone"] != "a" || len(got.Labels) != 1 {
 		t.Errorf("after the transform: eligible %v, labels %v", servicerules.NodeEligible(got), got.Labels)
 	}
-	if other, err := withoutExcludeLabel("not a node"); err != nil || other != "not a node" {
+	if other, err := stripWithoutExcludeLabel("not a node"); err != nil || other != "not a node" {
 		t.Errorf("a non-Node passed through as %v, %v", other, err)
 	}
 }
