@@ -161,7 +161,12 @@ func (e *env) ensuredCount(name string) int32 {
 	return n
 }
 
-func TestCloudProviderAWSParity(t *testing.T) {
+// withCloudProviderAWS builds (or finds in the cache) cloud-provider-aws and starts it in a new
+// env against moto behind a proxy that fills moto's gaps cloud-provider-aws trips on
+// (moto.Proxy.AWSDefaults: a new Classic ELB gets the health check AWS gives it, and NLB DNS
+// names their real form); Portico's controller is to use the same proxy.
+func withCloudProviderAWS(t *testing.T) (*env, *moto.Proxy, *process.Process) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	bin, err := cpaws.Ensure(ctx, cpaws.Options{Log: t.Logf})
@@ -169,11 +174,13 @@ func TestCloudProviderAWSParity(t *testing.T) {
 		t.Fatalf("building cloud-provider-aws: %v", err)
 	}
 	e := newEnv(t, envOptions{})
-	// Both controllers reach moto through a proxy that gives a new Classic ELB the health
-	// check AWS gives it (moto gives none; cloud-provider-aws dereferences it).
 	px := e.srv.Proxy(t)
 	px.AWSDefaults()
-	cpa := e.startCloudProviderAWS(bin, px.URL)
+	return e, px, e.startCloudProviderAWS(bin, px.URL)
+}
+
+func TestCloudProviderAWSParity(t *testing.T) {
+	e, px, cpa := withCloudProviderAWS(t)
 	ctl := e.startController(ctlOptions{Endpoint: px.URL})
 	p := &proc{Process: cpa}
 

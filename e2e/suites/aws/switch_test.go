@@ -1,7 +1,6 @@
 package aws_test
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/portico-lb/portico/annotations"
-	"github.com/portico-lb/portico/e2e/framework/cpaws"
 	"github.com/portico-lb/portico/e2e/framework/moto"
 )
 
@@ -21,16 +19,7 @@ import (
 // DeleteLoadBalancer call (moto's recorder) and without the Services' status changing (polled
 // throughout). Deleting the Services then deletes the adopted load balancers.
 func TestAdoptCloudProviderAWS(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
-	defer cancel()
-	bin, err := cpaws.Ensure(ctx, cpaws.Options{Log: t.Logf})
-	if err != nil {
-		t.Fatalf("building cloud-provider-aws: %v", err)
-	}
-	e := newEnv(t, envOptions{})
-	px := e.srv.Proxy(t)
-	px.AWSDefaults()
-	cpa := e.startCloudProviderAWS(bin, px.URL)
+	e, px, cpa := withCloudProviderAWS(t)
 	p := &proc{Process: cpa}
 	names := map[string]string{"adopt-classic": kindClassic, "adopt-nlb": kindNLB}
 	before := map[string]string{}

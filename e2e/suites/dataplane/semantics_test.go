@@ -201,26 +201,30 @@ func testServiceWithoutSelector(t *testing.T) {
 	backend := e.pod(e.node2, "manual")
 	backend.StartEchoServer(t, "tcp", 8080)
 	svc := e.service("manual", "", func(s *corev1.Service) { s.Spec.Selector = nil })
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "manual-1", Namespace: e.ns, Labels: map[string]string{
-			discoveryv1.LabelServiceName: "manual",
-			discoveryv1.LabelManagedBy:   "portico-e2e",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{backend.Addr.String()},
-			NodeName:   &e.node2.Name,
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true)},
-		}},
-		Ports: []discoveryv1.EndpointPort{{Name: ptr("tcp"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}},
-	}
-	if _, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).Create(e.ctx, slice, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.handMadeSlice("manual", backend, e.node2, discoveryv1.EndpointConditions{Ready: ptr(true)})
 	pod := e.pod(e.node1, "client")
 	r := e.reach(&pod.Host, "tcp", addrPort(clusterIP(svc), 80))
 	if r.Server != backend.Name {
 		t.Errorf("answered by %q, want %q", r.Server, backend.Name)
+	}
+}
+
+// handMadeSlice creates an EndpointSlice for Service svc (TCP port "tcp" to 8080) listing the
+// one IPv4 endpoint backend on node with conditions, as a controller other than the
+// EndpointSlice controller would.
+func (e *env) handMadeSlice(svc string, backend *netlab.Pod, node *netlab.Node, conditions discoveryv1.EndpointConditions) {
+	e.t.Helper()
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: svc + "-1", Namespace: e.ns, Labels: map[string]string{
+			discoveryv1.LabelServiceName: svc,
+			discoveryv1.LabelManagedBy:   "portico-e2e",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{backend.Addr.String()}, NodeName: &node.Name, Conditions: conditions}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("tcp"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}},
+	}
+	if _, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).Create(e.ctx, slice, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
 	}
 }
 

@@ -33,22 +33,7 @@ func testTerminatingEndpointTheSliceCallsReadyIsServed(t *testing.T) {
 		s.Spec.Selector = nil
 		s.Spec.PublishNotReadyAddresses = true
 	})
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "leaving-1", Namespace: e.ns, Labels: map[string]string{
-			discoveryv1.LabelServiceName: "leaving",
-			discoveryv1.LabelManagedBy:   "portico-e2e",
-		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{backend.Addr.String()},
-			NodeName:   &e.node2.Name,
-			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(false), Terminating: ptr(true)},
-		}},
-		Ports: []discoveryv1.EndpointPort{{Name: ptr("tcp"), Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}},
-	}
-	if _, err := e.cs.DiscoveryV1().EndpointSlices(e.ns).Create(e.ctx, slice, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.handMadeSlice("leaving", backend, e.node2, discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(false), Terminating: ptr(true)})
 	pod := e.pod(e.node1, "client")
 	if r := e.reach(&pod.Host, "tcp", addrPort(clusterIP(svc), 80)); r.Server != backend.Name {
 		t.Errorf("answered by %q, want %q", r.Server, backend.Name)
