@@ -31,7 +31,7 @@ func TestRestartKeepsAddresses(t *testing.T) {
 		e.svc(name, func(s *corev1.Service) { s.Spec.AllocateLoadBalancerNodePorts = ptr.To(false) })
 		want[name] = e.waitIPs(name, 1)[0]
 	}
-	e.stopController(c)
+	c.Stop()
 	e.start(false)
 	e.svc("late")
 	late := e.waitIPs("late", 1)[0]
@@ -107,7 +107,7 @@ func TestTwoReplicas(t *testing.T) {
 		name := fmt.Sprint("r", i)
 		before[name] = e.waitIPs(name, 1)[0]
 	}
-	e.stopController(a) // if a was not the leader the other one keeps going; either way one acts
+	a.Stop() // if a was not the leader the other one keeps going; either way one acts
 	for i := 10; i < 20; i++ {
 		e.svc(fmt.Sprint("r", i))
 	}

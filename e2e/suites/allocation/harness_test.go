@@ -87,14 +87,8 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// controller is one running portico-controller manager with a fresh baremetal provider.
-type controller struct {
-	stop context.CancelFunc
-	done chan error
-}
-
 // start runs a controller for e's class; leaderElect makes it compete for e's Lease.
-func (e *env) start(leaderElect bool) *controller {
+func (e *env) start(leaderElect bool) *cluster.Manager {
 	e.t.Helper()
 	cfg := config.DefaultController(registry.NewConfigs())
 	cfg.Classes = map[string]string{e.class: baremetal.Name}
@@ -111,27 +105,7 @@ func (e *env) start(leaderElect bool) *controller {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &controller{stop: cancel, done: make(chan error, 1)}
-	go func() { c.done <- mgr.Start(ctx) }()
-	e.t.Cleanup(func() { e.stopController(c) })
-	return c
-}
-
-func (e *env) stopController(c *controller) {
-	if c.stop == nil {
-		return
-	}
-	c.stop()
-	select {
-	case err := <-c.done:
-		if err != nil {
-			e.t.Errorf("controller exited with error: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		e.t.Errorf("controller did not stop within 30s")
-	}
-	c.stop = nil
+	return cluster.StartManager(e.t, mgr)
 }
 
 func (e *env) pool(name string, mutate func(*v1alpha1.AddressPool), addrs ...string) {

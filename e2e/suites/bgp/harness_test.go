@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,8 +33,7 @@ const (
 )
 
 var shared struct {
-	once            sync.Once
-	err             error
+	labcluster.Suite
 	*labcluster.Env // lab, control plane, controller
 	bird            *router.Bird
 	outside         *router.Outside // the client behind the router
@@ -46,28 +44,22 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	shared.mu.Lock()
-	for _, p := range shared.agents {
-		_ = p.Stop()
-	}
-	shared.mu.Unlock()
-	if shared.bird != nil {
-		_ = shared.bird.Stop()
-	}
-	if err := shared.Env.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	shared.Main(m, func() error {
+		shared.mu.Lock()
+		for _, p := range shared.agents {
+			_ = p.Stop()
+		}
+		shared.mu.Unlock()
+		if shared.bird != nil {
+			_ = shared.bird.Stop()
+		}
+		return shared.Env.Close()
+	})
 }
 
 func setup(tb testing.TB) {
 	tb.Helper()
-	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables, prereq.Bird2)
-	shared.once.Do(func() { shared.err = start() })
-	if shared.err != nil {
-		tb.Fatal(shared.err)
-	}
+	shared.Setup(tb, start, prereq.IPRoute2, prereq.IPTables, prereq.Bird2)
 }
 
 // routerHost is the router's namespace: the lab's client1, on the LAN with the nodes.

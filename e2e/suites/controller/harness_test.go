@@ -40,8 +40,7 @@ type env struct {
 	class string
 	cs    kubernetes.Interface
 	prov  *reference.Provider
-	stop  context.CancelFunc
-	done  chan error
+	mgr   *cluster.Manager // the running controller
 }
 
 type envOptions struct {
@@ -88,27 +87,11 @@ func (e *env) start(o envOptions) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e.stop, e.done = cancel, make(chan error, 1)
-	go func() { e.done <- mgr.Start(ctx) }()
-	e.t.Cleanup(e.shutdown)
+	e.mgr = cluster.StartManager(e.t, mgr)
 }
 
-func (e *env) shutdown() {
-	if e.stop == nil {
-		return
-	}
-	e.stop()
-	select {
-	case err := <-e.done:
-		if err != nil {
-			e.t.Errorf("controller exited with error: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		e.t.Errorf("controller did not stop within 30s")
-	}
-	e.stop = nil
-}
+// shutdown stops the env's controller.
+func (e *env) shutdown() { e.mgr.Stop() }
 
 // svcs binds the Service helpers to the test and its namespace.
 func (e *env) svcs() services.Helper {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,8 +30,7 @@ import (
 // tests that run their own agent and, with node7 and node8, to the benchmarks (portico-agent and
 // kube-proxy, in both modes, side by side); and two clients on the LAN.
 var shared struct {
-	once    sync.Once
-	err     error
+	labcluster.Suite
 	env     *labcluster.Env // lab, control plane, Nodes, agent binary
 	lab     *netlab.Lab
 	cluster *cluster.Cluster
@@ -92,23 +90,13 @@ func forModes(t *testing.T, body func(t *testing.T)) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.env.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m, func() error { return shared.env.Close() }) }
 
 // setup starts (once) the lab, the control plane and the agent binary. Without root, iproute2
 // or iptables it fails tb naming the fix (or skips it, with PORTICO_SKIP_PRIVILEGED=1).
 func setup(tb testing.TB) {
 	tb.Helper()
-	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables, prereq.NFTables)
-	shared.once.Do(func() { shared.err = start() })
-	if shared.err != nil {
-		tb.Fatal(shared.err)
-	}
+	shared.Setup(tb, start, prereq.IPRoute2, prereq.IPTables, prereq.NFTables)
 }
 
 func start() error {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,8 +40,7 @@ const (
 
 // shared is one lab, control plane, controller and three agents for the package.
 var shared struct {
-	once            sync.Once
-	err             error
+	labcluster.Suite
 	*labcluster.Env // lab, control plane, controller
 
 	mu     sync.Mutex
@@ -51,21 +49,11 @@ var shared struct {
 	pods   map[string]string // node -> its backend pod's name
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.Env.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { shared.Main(m, func() error { return shared.Env.Close() }) }
 
 func setup(tb testing.TB) {
 	tb.Helper()
-	prereq.RequireRoot(tb, prereq.IPRoute2, prereq.IPTables, prereq.IPUtilsArping)
-	shared.once.Do(func() { shared.err = start() })
-	if shared.err != nil {
-		tb.Fatal(shared.err)
-	}
+	shared.Setup(tb, start, prereq.IPRoute2, prereq.IPTables, prereq.IPUtilsArping)
 }
 
 func start() error {
