@@ -1,6 +1,7 @@
 // Command portico-controller reconciles Services of type LoadBalancer through Portico's
 // providers. main only wires the provider registry into the configuration, turns flags into a
-// validated config and runs the manager.
+// validated config and runs the manager; `portico-controller migrate metallb` converts MetalLB's
+// configuration (package migrate/metallb).
 package main
 
 import (
@@ -17,6 +18,10 @@ import (
 const name = "portico-controller"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "migrate" {
+		migrate(os.Args[2:])
+		return
+	}
 	cfg := config.DefaultController(registry.NewConfigs())
 	cli := config.NewCLI(name)
 	cfg.BindFlags(cli.Flags())
