@@ -177,6 +177,8 @@ var Programs = []Program{
 		RunBy: "e2e/suites/dataplane's comparison with kube-proxy", NotScanned: "run by the path e2e/framework/k8sbin returns"},
 	{Name: "aws-cloud-controller-manager", Source: Built, Found: "e2e/framework/cpaws builds k8s.io/cloud-provider-aws v1.36.2 from the Go module proxy into <cache>/bin",
 		RunBy: "e2e/suites/aws's parity test: cloud-provider-aws as the anchor, on the same Services as Portico", NotScanned: "run by the path e2e/framework/cpaws returns"},
+	{Name: "metallb-controller", Source: Built, Found: "e2e/framework/metallb builds go.universe.tf/metallb v0.16.1's controller from the Go module proxy into <cache>/bin",
+		RunBy: "e2e/suites/migration: the real MetalLB allocates before the switch to portico-controller", NotScanned: "run by the path e2e/framework/metallb returns"},
 	{Name: "portico-agent", Source: Built, Found: "go build ./cmd/portico-agent by the suite or the demo",
 		RunBy: "e2e suites and the demo"},
 	{Name: "portico-controller", Source: Built, Found: "go build ./cmd/portico-controller by the suite or the demo",
