@@ -20,6 +20,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
 	"github.com/portico-lb/portico/internal/prereq"
 )
@@ -95,13 +98,27 @@ func crdDir(ctx context.Context, wrapper string) (string, error) {
 	return dir, nil
 }
 
-// ControllerArgs are the flags the suites run MetalLB's controller with: namespace ns, no
+// ControllerArgs are the flags the suites run MetalLB's controller with: namespace ns, its own
+// Pod pod (the controller reads it at start to own what it creates: create it with OwnPod), no
 // webhook (the test API server has no route to one) and no certificate rotation, metrics and
 // health probes on the given free ports.
-func ControllerArgs(ns string, metricsPort, healthPort int) []string {
+func ControllerArgs(ns, pod string, metricsPort, healthPort int) []string {
 	return []string{
-		"--namespace=" + ns, "--webhook-mode=disabled", "--disable-cert-rotation=true",
+		"--namespace=" + ns, "--pod-name=" + pod, "--webhook-mode=disabled", "--disable-cert-rotation=true",
 		fmt.Sprintf("--port=%d", metricsPort), fmt.Sprintf("--health-probe-port=%d", healthPort),
 		"--log-level=info",
+	}
+}
+
+// OwnPod is the Pod object MetalLB's controller process stands for: it is never scheduled (the
+// process runs outside the cluster) and exists only because the controller reads its own Pod
+// at start.
+func OwnPod(ns, name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "metallb", "component": "controller"}},
+		Spec: corev1.PodSpec{
+			NodeName:   "metallb-runs-outside-the-cluster",
+			Containers: []corev1.Container{{Name: "controller", Image: "metallb-controller:" + Version}},
+		},
 	}
 }

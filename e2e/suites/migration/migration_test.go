@@ -29,6 +29,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/ports"
 	"github.com/portico-lb/portico/e2e/framework/process"
 	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/wait"
 	metallbmigrate "github.com/portico-lb/portico/migrate/metallb"
 )
 
@@ -98,10 +99,17 @@ func TestMigrateFromMetalLBKeepsEveryAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// MetalLB allocates.
+	// MetalLB allocates. Its controller reads its own Pod at start; the namespace's default
+	// ServiceAccount, which a Pod needs, comes from kube-controller-manager a moment after the
+	// namespace.
+	pod := metallb.OwnPod(metallbNS, "metallb-controller")
+	wait.For(t, 30*time.Second, "MetalLB's Pod object", func() error {
+		_, err := cs.CoreV1().Pods(metallbNS).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
 	ml := process.StartForTest(t, built.Controller, process.Options{
 		Name: "metallb-controller",
-		Args: metallb.ControllerArgs(metallbNS, ports.ForTest(t), ports.ForTest(t)),
+		Args: metallb.ControllerArgs(metallbNS, pod.Name, ports.ForTest(t), ports.ForTest(t)),
 		Env:  append(os.Environ(), "KUBECONFIG="+testCluster.KubeconfigPath()),
 	})
 	h := services.Helper{TB: t, CS: cs, Namespace: appsNS, Timeout: 90 * time.Second, Dumps: []func() string{ml.LogTail}}
