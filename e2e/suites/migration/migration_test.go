@@ -351,8 +351,21 @@ func (r *recorder) observe(ev watch.Event, before map[string]corev1.LoadBalancer
 		return // a Service created after the switch
 	}
 	if ev.Type == watch.Deleted || !equality.Semantic.DeepEqual(svc.Status.LoadBalancer, old) {
-		r.changes = append(r.changes, fmt.Sprintf("%s %s: %+v -> %+v", ev.Type, svc.Name, old, svc.Status.LoadBalancer))
+		r.changes = append(r.changes, fmt.Sprintf("%s %s: %s -> %s", ev.Type, svc.Name, ingressString(old), ingressString(svc.Status.LoadBalancer)))
 	}
+}
+
+// ingressString renders a status.loadBalancer for messages: "ip/ipMode,...".
+func ingressString(st corev1.LoadBalancerStatus) string {
+	var parts []string
+	for _, in := range st.Ingress {
+		mode := "-"
+		if in.IPMode != nil {
+			mode = string(*in.IPMode)
+		}
+		parts = append(parts, fmt.Sprintf("%s/%s%v", in.IP+in.Hostname, mode, in.Ports))
+	}
+	return "[" + strings.Join(parts, ",") + "]"
 }
 
 func (r *recorder) cancelAndWait() { r.cancel(); <-r.done }
