@@ -75,6 +75,14 @@ func (r trialResult) String() string {
 func failoverService(tb testing.TB) {
 	tb.Helper()
 	backends(tb)
+	// Registered before the Service, so it runs after the Service's deletion (cleanups run last
+	// in, first out): the next test announcing the same VIPs (TestBGPFailover again with -count,
+	// the benchmark) must not take this Service's routes, still being withdrawn, for its own.
+	tb.Cleanup(func() {
+		for _, vip := range []netip.Addr{failVIP4, failVIP6} {
+			waitHops(tb, vip, nil, 60*time.Second)
+		}
+	})
 	createService(tb, "failover", []netip.Addr{failVIP4, failVIP6}, func(s *corev1.Service) {
 		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	})
@@ -102,7 +110,8 @@ func failoverService(tb testing.TB) {
 }
 
 // linkCut runs one trial on node n: it waits until every node is a next hop of failVIP4 and,
-// with bfd, bird's BFD session to n is Up; probes for a second; cuts n's link; waits up to
+// with bfd, bird's BFD session to n is Up; probes for a second; checks that this still holds
+// (cutReady; up to 3 times it prepares again when not); cuts n's link; waits up to
 // within for the router's kernel route to drop n's next hop; probes on for afterWindow;
 // restores the link.
 func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) trialResult {
@@ -115,7 +124,27 @@ func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) tria
 	}
 
 	p := startProbe(shared.outside, netip.AddrPortFrom(failVIP4, echoPort))
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // the requests before the cut
+	// The state the trial measures from: the router's kernel still has n's next hop (and, with
+	// bfd, bird's BFD session to n is Up) when the link is cut. On a loaded machine a session
+	// can flap during the second above; a cut then would measure that flap, not the cut.
+	for attempt := 1; ; attempt++ {
+		why := cutReady(n, bfd)
+		if why == "" {
+			break
+		}
+		p.stop()
+		if attempt == 3 {
+			tb.Fatalf("%s before the cut, %d times: the sessions do not hold on this machine", why, attempt)
+		}
+		tb.Logf("%s before the cut (no link was cut yet); waiting for the sessions again", why)
+		waitHops(tb, failVIP4, v4, 60*time.Second)
+		if bfd {
+			waitBFDUp(tb, n.Addr, 30*time.Second)
+		}
+		p = startProbe(shared.outside, netip.AddrPortFrom(failVIP4, echoPort))
+		time.Sleep(time.Second)
+	}
 	sw := shared.Lab.Switch()
 	restored := false
 	restore := func() {
@@ -186,6 +215,28 @@ func cmpErr(first, err error) error {
 		return first
 	}
 	return err
+}
+
+// cutReady says why n cannot be cut now ("" when it can): the router's kernel route to
+// failVIP4 lacks n's next hop, or (with bfd) bird's BFD session to n is not Up.
+func cutReady(n *netlab.Node, bfd bool) string {
+	hops, err := router.KernelNextHops(routerHost(), netip.PrefixFrom(failVIP4, 32))
+	switch {
+	case err != nil:
+		return err.Error()
+	case !slices.Contains(hops, n.Addr):
+		return fmt.Sprintf("router's kernel route lost %s's next hop %s (hops %v)", n.Name, n.Addr, hops)
+	case !bfd:
+		return ""
+	}
+	s, err := shared.bird.BFDSessions(context.Background())
+	if err != nil {
+		return err.Error()
+	}
+	if s[n.Addr] != "Up" {
+		return fmt.Sprintf("bird's BFD session to %s is %q", n.Addr, s[n.Addr])
+	}
+	return ""
 }
 
 // waitBFDUp waits until bird's BFD session to addr is Up.
