@@ -100,6 +100,7 @@ func failoverService(tb testing.TB) {
 			continue
 		}
 		tb.Logf("%s after the router had every next hop: %v (answered before: %d)", time.Since(announced).Round(time.Millisecond), err, ok)
+		logRouter(tb, failVIP4)
 		ok = 0
 		if time.Now().After(deadline) {
 			dumpPath(tb, failVIP4)
@@ -366,6 +367,7 @@ func TestBGPFailover(t *testing.T) {
 			t.Errorf("trial %d: router kept the dead node's next hop %s; want under 1 s with BFD", i+1, r.withdrawn)
 		}
 		if r.failedAfter > 0 || r.failedBefore > 0 {
+			logRouter(t, failVIP4)
 			t.Errorf("trial %d: requests failed outside the detection window: %s (first error: %v)", i+1, r, r.firstErr)
 		}
 		if r.sentAfter < int(afterWindow/probeEvery)/2 || r.sentDuring == 0 {
@@ -426,6 +428,15 @@ func BenchmarkBGPFailover(b *testing.B) {
 			}
 		})
 	}
+}
+
+// logRouter logs what the router holds now: its BGP sessions (state and since when) and its
+// kernel route to vip.
+func logRouter(tb testing.TB, vip netip.Addr) {
+	ctx := context.Background()
+	out, _ := shared.bird.Birdc(ctx, "show", "protocols")
+	hops, err := router.KernelNextHops(routerHost(), netip.PrefixFrom(vip, vip.BitLen()))
+	tb.Logf("router now: kernel next hops for %s %v (%v); birdc show protocols:\n%s", vip, hops, err, out)
 }
 
 // dumpPath logs what decides the path to vip: the router's routes, each node's rules for it.
