@@ -367,7 +367,7 @@ func TestBGPFailover(t *testing.T) {
 			t.Errorf("trial %d: router kept the dead node's next hop %s; want under 1 s with BFD", i+1, r.withdrawn)
 		}
 		if r.failedAfter > 0 || r.failedBefore > 0 {
-			logRouter(t, failVIP4)
+			dumpBGP(t)
 			t.Errorf("trial %d: requests failed outside the detection window: %s (first error: %v)", i+1, r, r.firstErr)
 		}
 		if r.sentAfter < int(afterWindow/probeEvery)/2 || r.sentDuring == 0 {
