@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,6 +59,9 @@ type trialResult struct {
 	sentDuring, failedDuring int
 	sentAfter, failedAfter   int
 	firstErr                 error // of the failed requests after the withdrawal, or before the cut
+	// disturbed says which other node's session to the router went down or came back during
+	// the trial ("" if none): the trial then measured more than the loss of one node.
+	disturbed string
 }
 
 func (r trialResult) String() string {
@@ -66,6 +70,9 @@ func (r trialResult) String() string {
 		r.failedBefore, r.sentBefore)
 	if r.firstErr != nil {
 		s += fmt.Sprintf(" (first failure outside the window: %v)", r.firstErr)
+	}
+	if r.disturbed != "" {
+		s += "; disturbed: " + r.disturbed
 	}
 	return s
 }
@@ -124,6 +131,7 @@ func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) tria
 		waitBFDUp(tb, n.Addr, 30*time.Second)
 	}
 
+	others := otherSessions(tb, n)
 	p := startProbe(shared.outside, netip.AddrPortFrom(failVIP4, echoPort))
 	time.Sleep(time.Second) // the requests before the cut
 	// The state the trial measures from: the router's kernel still has n's next hop (and, with
@@ -143,6 +151,7 @@ func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) tria
 		if bfd {
 			waitBFDUp(tb, n.Addr, 30*time.Second)
 		}
+		others = otherSessions(tb, n)
 		p = startProbe(shared.outside, netip.AddrPortFrom(failVIP4, echoPort))
 		time.Sleep(time.Second)
 	}
@@ -181,11 +190,12 @@ func linkCut(tb testing.TB, n *netlab.Node, bfd bool, within time.Duration) tria
 	}
 	time.Sleep(afterWindow)
 	results := p.stop()
+	disturbed := sessionsChanged(others, otherSessions(tb, n))
 	restore()
 	// The next step starts from every session up again.
 	waitHops(tb, failVIP4, v4, 60*time.Second)
 
-	r := trialResult{node: n.Name, withdrawn: withdrawn.Sub(cut)}
+	r := trialResult{node: n.Name, withdrawn: withdrawn.Sub(cut), disturbed: disturbed}
 	for _, pr := range results {
 		failed := pr.err != nil
 		switch {
@@ -216,6 +226,41 @@ func cmpErr(first, err error) error {
 		return first
 	}
 	return err
+}
+
+// otherSessions reads bird's IPv4 BGP sessions to the nodes other than n: for each, its state
+// and since when (`birdc show protocols`).
+func otherSessions(tb testing.TB, n *netlab.Node) map[string]string {
+	tb.Helper()
+	out, err := shared.bird.Birdc(context.Background(), "show", "protocols")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	got := map[string]string{}
+	for i, o := range shared.Lab.Nodes() {
+		if o.Name == n.Name {
+			continue
+		}
+		name := fmt.Sprintf("n%d_4", i)
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) >= 5 && f[0] == name {
+				got[o.Name] = strings.Join(f[3:], " ")
+			}
+		}
+	}
+	return got
+}
+
+// sessionsChanged names the sessions whose state or since-time differ ("" when none did).
+func sessionsChanged(before, after map[string]string) string {
+	var changed []string
+	for node, b := range before {
+		if a := after[node]; a != b {
+			changed = append(changed, fmt.Sprintf("%s's session %q, before the cut %q", node, a, b))
+		}
+	}
+	slices.Sort(changed)
+	return strings.Join(changed, "; ")
 }
 
 // cutReady says why n cannot be cut now ("" when it can): the router's kernel route to
@@ -361,8 +406,19 @@ func TestBGPFailover(t *testing.T) {
 	failoverService(t)
 	nodes := shared.Lab.Nodes()
 	for i := range 3 {
+		// A trial during which another node's session went down measured the machine's load
+		// (BFD 100 ms x 3 expiring on every session at once when the processes are not
+		// scheduled for 300 ms), not one node's loss: it is run again, at most twice.
 		r := linkCut(t, nodes[i%len(nodes)], true, 3*time.Second)
+		for again := 0; r.disturbed != "" && again < 2; again++ {
+			t.Logf("trial %d disturbed, run again: %s", i+1, r)
+			r = linkCut(t, nodes[i%len(nodes)], true, 3*time.Second)
+		}
 		t.Logf("trial %d: %s", i+1, r)
+		if r.disturbed != "" {
+			t.Errorf("trial %d: other sessions went down in 3 runs of it: %s", i+1, r.disturbed)
+			continue
+		}
 		if r.withdrawn > time.Second {
 			t.Errorf("trial %d: router kept the dead node's next hop %s; want under 1 s with BFD", i+1, r.withdrawn)
 		}
