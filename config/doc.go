@@ -1,7 +1,8 @@
 // Package config holds one configuration struct per binary (Agent, Controller, CCM): its
 // defaults, BindFlags (spf13/pflag) and Validate, which reports every problem at once so a bad
-// flag is a clear startup error, never a half-working process. Controller also has Complete (an
-// optional YAML file under the flags); CCM is read from the stock --cloud-config file by
+// flag is a clear startup error, never a half-working process. Agent and Controller also have
+// Complete, which loads an optional --config file under the flags (the agent's versioned
+// AgentConfiguration, the controller's YAML); CCM is read from the stock --cloud-config file by
 // LoadCCM. Values arrive parsed: addresses are netip types from the moment the flag is read.
 //
 // CLI is the command line the binaries share: pflag, --version (internal/version), and klog's

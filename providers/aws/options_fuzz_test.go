@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,59 +22,7 @@ func allNames() []string {
 }
 
 func FuzzParseServiceOptions(f *testing.F) {
-	names := allNames()
-	for _, tc := range optionsCases {
-		keys := make([]string, 0, len(tc.in))
-		for k := range tc.in {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		switch len(keys) {
-		case 0:
-			f.Add("", "", uint8(255), "")
-		case 1:
-			f.Add(keys[0], tc.in[keys[0]], uint8(255), "")
-		default:
-			f.Add(keys[0], tc.in[keys[0]], uint8(slices.Index(names, keys[1])), tc.in[keys[1]])
-		}
-	}
-	f.Fuzz(func(t *testing.T, k1, v1 string, i2 uint8, v2 string) {
-		in := map[string]string{}
-		if int(i2) < len(names) {
-			in[names[i2]] = v2
-		}
-		in[k1] = v1
-
-		spec, errs := ParseServiceOptions(in)
-		again, errs2 := ParseServiceOptions(in)
-		if !reflect.DeepEqual(spec, again) || errs.ToAggregate() != nil && errs.ToAggregate().Error() != errs2.ToAggregate().Error() {
-			t.Fatalf("Parse is not deterministic for %q", in)
-		}
-		prev := ""
-		for _, e := range errs {
-			key, ok := strings.CutPrefix(e.Field, "metadata.annotations[")
-			key, ok2 := strings.CutSuffix(key, "]")
-			if _, present := in[key]; !ok || !ok2 || !present || e.Detail == "" {
-				t.Fatalf("malformed error %v for %q", e, in)
-			}
-			if key < prev {
-				t.Fatalf("errors not sorted by key: %v", errs)
-			}
-			prev = key
-		}
-		if errs != nil {
-			return
-		}
-		// A clean result is stable: writing it back as canonical annotations parses to the same spec.
-		canonical := render(spec)
-		back, errs := ParseServiceOptions(canonical)
-		if errs != nil {
-			t.Fatalf("re-parsing %q (from %q) failed: %v", canonical, in, errs)
-		}
-		if !reflect.DeepEqual(back, spec) {
-			t.Fatalf("re-parse of %q changed the spec:\n got %+v\nwant %+v", canonical, back, spec)
-		}
-	})
+	optionsTable.Fuzz(f, allNames(), render)
 }
 
 // render writes options back as canonical annotations (the inverse of ParseServiceOptions, for tests).
@@ -158,15 +105,4 @@ func render(s ServiceOptions) map[string]string {
 }
 
 // TestRenderRoundTrip checks the test helper itself on every clean table case.
-func TestRenderRoundTrip(t *testing.T) {
-	for _, tc := range optionsCases {
-		spec, errs := ParseServiceOptions(tc.in)
-		if errs != nil {
-			continue
-		}
-		back, errs := ParseServiceOptions(render(spec))
-		if errs != nil || !reflect.DeepEqual(back, spec) {
-			t.Errorf("%s: round trip gave %+v, %v; want %+v", tc.name, back, errs, spec)
-		}
-	}
-}
+func TestRenderRoundTrip(t *testing.T) { optionsTable.CheckRoundTrip(t, render) }

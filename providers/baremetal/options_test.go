@@ -1,142 +1,56 @@
 package baremetal
 
 import (
-	"reflect"
-	"slices"
-	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/util/validation/field"
-
 	"github.com/portico-lb/portico/annotations"
+	"github.com/portico-lb/portico/annotations/annotationstest"
 )
 
-// wantErr is one expected error: on key, with bad value bad, and a detail containing contains.
-type wantErr struct {
-	key      string
-	bad      any
-	contains string
-}
-
-// checkErrs compares errs with want, in order.
-func checkErrs(t *testing.T, errs field.ErrorList, want []wantErr) {
-	t.Helper()
-	if len(errs) != len(want) {
-		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(want), errs)
-	}
-	for i, e := range errs {
-		w := want[i]
-		wantField := field.NewPath("metadata", "annotations").Key(w.key).String()
-		if e.Type != field.ErrorTypeInvalid || e.Field != wantField || !reflect.DeepEqual(e.BadValue, w.bad) || !strings.Contains(e.Detail, w.contains) {
-			t.Errorf("error %d: got %v (type %s, field %s, value %#v)\nwant field %s, value %#v, detail containing %q",
-				i, e, e.Type, e.Field, e.BadValue, wantField, w.bad, w.contains)
-		}
-	}
-}
-
-// checkEveryKeyHasCases makes adding a key without tests fail: every canonical key of keys needs
-// a valid and an invalid case, every alias a valid case.
-func checkEveryKeyHasCases(t *testing.T, keys []string, cases []map[string]string, errs [][]wantErr) {
-	valid, invalid := map[string]bool{}, map[string]bool{}
-	for i, in := range cases {
-		bad := map[string]bool{}
-		for _, e := range errs[i] {
-			bad[e.key] = true
-			invalid[e.key] = true
-		}
-		for k := range in {
-			if !bad[k] {
-				valid[k] = true
-			}
-		}
-	}
-	for _, k := range annotations.Keys {
-		if !slices.Contains(keys, k.Name) {
-			continue
-		}
-		if !valid[k.Name] || !invalid[k.Name] {
-			t.Errorf("%s: need a valid and an invalid case (valid %t, invalid %t)", k.Name, valid[k.Name], invalid[k.Name])
-		}
-		for _, a := range k.Aliases {
-			if !valid[a] {
-				t.Errorf("%s: alias of %s needs a valid case", a, k.Name)
-			}
-		}
-	}
-}
-
-type optionsCase struct {
-	name string
-	in   map[string]string
-	// want edits the zero options into the expected ones; nil: unchanged.
-	want func(o *ServiceOptions)
-	errs []wantErr
-}
+type (
+	wantErr     = annotationstest.WantErr
+	optionsCase = annotationstest.Case[ServiceOptions]
+)
 
 var optionsCases = []optionsCase{
 	// portico-lb.io/address-pool and aliases
-	{name: "address pool", in: map[string]string{annotations.AddressPool: "default"}, want: func(o *ServiceOptions) { o.AddressPool = "default" }},
-	{name: "address pool annotations.MetalLB alias", in: map[string]string{annotations.MetalLBAddressPool: "pool-a"}, want: func(o *ServiceOptions) { o.AddressPool = "pool-a" }},
-	{name: "address pool legacy alias", in: map[string]string{annotations.MetalLBLegacyAddressPool: "pool-b"}, want: func(o *ServiceOptions) { o.AddressPool = "pool-b" }},
-	{name: "address pool key and alias agree", in: map[string]string{annotations.AddressPool: "pool-a", annotations.MetalLBLegacyAddressPool: " pool-a"},
-		want: func(o *ServiceOptions) { o.AddressPool = "pool-a" }},
-	{name: "address pool conflict", in: map[string]string{annotations.AddressPool: "pool-a", annotations.MetalLBAddressPool: "pool-b"},
-		want: func(o *ServiceOptions) { o.AddressPool = "pool-a" },
-		errs: []wantErr{{annotations.MetalLBAddressPool, "pool-b", "conflicts with portico-lb.io/address-pool"}}},
-	{name: "address pool bad name", in: map[string]string{annotations.AddressPool: "Pool_1"}, errs: []wantErr{{annotations.AddressPool, "Pool_1", "DNS-1123"}}},
-	{name: "address pool empty", in: map[string]string{annotations.AddressPool: ""}, errs: []wantErr{{annotations.AddressPool, "", "DNS-1123"}}},
+	{Name: "address pool", In: map[string]string{annotations.AddressPool: "default"}, Want: func(o *ServiceOptions) { o.AddressPool = "default" }},
+	{Name: "address pool annotations.MetalLB alias", In: map[string]string{annotations.MetalLBAddressPool: "pool-a"}, Want: func(o *ServiceOptions) { o.AddressPool = "pool-a" }},
+	{Name: "address pool legacy alias", In: map[string]string{annotations.MetalLBLegacyAddressPool: "pool-b"}, Want: func(o *ServiceOptions) { o.AddressPool = "pool-b" }},
+	{Name: "address pool key and alias agree", In: map[string]string{annotations.AddressPool: "pool-a", annotations.MetalLBLegacyAddressPool: " pool-a"},
+		Want: func(o *ServiceOptions) { o.AddressPool = "pool-a" }},
+	{Name: "address pool conflict", In: map[string]string{annotations.AddressPool: "pool-a", annotations.MetalLBAddressPool: "pool-b"},
+		Want: func(o *ServiceOptions) { o.AddressPool = "pool-a" },
+		Errs: []wantErr{{Key: annotations.MetalLBAddressPool, Bad: "pool-b", Contains: "conflicts with portico-lb.io/address-pool"}}},
+	{Name: "address pool bad name", In: map[string]string{annotations.AddressPool: "Pool_1"}, Errs: []wantErr{{Key: annotations.AddressPool, Bad: "Pool_1", Contains: "DNS-1123"}}},
+	{Name: "address pool empty", In: map[string]string{annotations.AddressPool: ""}, Errs: []wantErr{{Key: annotations.AddressPool, Bad: "", Contains: "DNS-1123"}}},
 
 	// portico-lb.io/allow-shared-ip and aliases
-	{name: "allow shared ip", in: map[string]string{annotations.AllowSharedIP: "web"}, want: func(o *ServiceOptions) { o.AllowSharedIP = "web" }},
-	{name: "allow shared ip annotations.MetalLB alias", in: map[string]string{annotations.MetalLBAllowSharedIP: "dns"}, want: func(o *ServiceOptions) { o.AllowSharedIP = "dns" }},
-	{name: "allow shared ip legacy alias", in: map[string]string{annotations.MetalLBLegacyAllowSharedIP: "dns"}, want: func(o *ServiceOptions) { o.AllowSharedIP = "dns" }},
-	{name: "allow shared ip conflict", in: map[string]string{annotations.MetalLBAllowSharedIP: "a", annotations.MetalLBLegacyAllowSharedIP: "b"},
-		want: func(o *ServiceOptions) { o.AllowSharedIP = "a" },
-		errs: []wantErr{{annotations.MetalLBLegacyAllowSharedIP, "b", "conflicts with metallb.io/allow-shared-ip"}}},
-	{name: "allow shared ip empty", in: map[string]string{annotations.AllowSharedIP: " "}, errs: []wantErr{{annotations.AllowSharedIP, "", "non-empty"}}},
+	{Name: "allow shared ip", In: map[string]string{annotations.AllowSharedIP: "web"}, Want: func(o *ServiceOptions) { o.AllowSharedIP = "web" }},
+	{Name: "allow shared ip annotations.MetalLB alias", In: map[string]string{annotations.MetalLBAllowSharedIP: "dns"}, Want: func(o *ServiceOptions) { o.AllowSharedIP = "dns" }},
+	{Name: "allow shared ip legacy alias", In: map[string]string{annotations.MetalLBLegacyAllowSharedIP: "dns"}, Want: func(o *ServiceOptions) { o.AllowSharedIP = "dns" }},
+	{Name: "allow shared ip conflict", In: map[string]string{annotations.MetalLBAllowSharedIP: "a", annotations.MetalLBLegacyAllowSharedIP: "b"},
+		Want: func(o *ServiceOptions) { o.AllowSharedIP = "a" },
+		Errs: []wantErr{{Key: annotations.MetalLBLegacyAllowSharedIP, Bad: "b", Contains: "conflicts with metallb.io/allow-shared-ip"}}},
+	{Name: "allow shared ip empty", In: map[string]string{annotations.AllowSharedIP: " "}, Errs: []wantErr{{Key: annotations.AllowSharedIP, Bad: "", Contains: "non-empty"}}},
 }
 
-func TestParseServiceOptions(t *testing.T) {
-	for _, tc := range optionsCases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, errs := ParseServiceOptions(tc.in)
-			var want ServiceOptions
-			if tc.want != nil {
-				tc.want(&want)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("options:\n got %+v\nwant %+v", got, want)
-			}
-			checkErrs(t, errs, tc.errs)
-		})
-	}
-}
+var optionsTable = annotationstest.Table[ServiceOptions]{Parse: ParseServiceOptions, Cases: optionsCases}
 
-// TestOptionRulesCoverKeys: the rules read exactly the baremetal keys annotations.Keys declares.
+func TestParseServiceOptions(t *testing.T) { optionsTable.Run(t) }
+
+// TestOptionRulesCoverKeys: the rules read exactly the baremetal keys annotations.Keys declares,
+// and each has cases.
 func TestOptionRulesCoverKeys(t *testing.T) {
-	var declared, ruled []string
+	var read []string
+	for _, r := range optionRules {
+		read = append(read, r.Key)
+	}
+	var declared []annotationstest.Key
 	for _, k := range annotations.Keys {
 		if k.Provider == "baremetal" {
-			declared = append(declared, k.Name)
+			declared = append(declared, annotationstest.Key{Name: k.Name, Aliases: k.Aliases})
 		}
 	}
-	for _, r := range optionRules {
-		ruled = append(ruled, r.Key)
-	}
-	if !slices.Equal(declared, ruled) {
-		t.Errorf("rules read %v, annotations.Keys declares %v", ruled, declared)
-	}
-}
-
-func TestEveryOptionKeyHasCases(t *testing.T) {
-	var keys []string
-	for _, r := range optionRules {
-		keys = append(keys, r.Key)
-	}
-	var ins []map[string]string
-	var errs [][]wantErr
-	for _, tc := range optionsCases {
-		ins, errs = append(ins, tc.in), append(errs, tc.errs)
-	}
-	checkEveryKeyHasCases(t, keys, ins, errs)
+	optionsTable.CheckKeys(t, read, declared)
 }

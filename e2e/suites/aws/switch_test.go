@@ -14,11 +14,30 @@ import (
 
 // TestAdoptCloudProviderAWS: cloud-provider-aws creates a Classic ELB and an NLB for two
 // class-less Services and stops; portico-controller (--classless-provider=aws) starts and adopts
-// both in place: same name, same DNS name, Portico's ownership tags, converged as its own (the
-// NLB's listener moved to Portico's target group), without a single CreateLoadBalancer or
-// DeleteLoadBalancer call (moto's recorder) and without the Services' status changing (polled
-// throughout). Deleting the Services then deletes the adopted load balancers.
+// both in place (adoptCloudProviderAWS says what is proven).
 func TestAdoptCloudProviderAWS(t *testing.T) {
+	adoptCloudProviderAWS(t, func(e *env, endpoint string) *proc {
+		return e.startController(ctlOptions{Endpoint: endpoint, Classless: true})
+	})
+}
+
+// TestAdoptCloudProviderAWSWithCCM is the same switch to portico-ccm: the stock
+// cloud-controller-manager's service controller with Portico's AWS provider takes over what
+// cloud-provider-aws's made.
+func TestAdoptCloudProviderAWSWithCCM(t *testing.T) {
+	adoptCloudProviderAWS(t, func(e *env, endpoint string) *proc {
+		return e.startCCM(endpoint)
+	})
+}
+
+// adoptCloudProviderAWS: cloud-provider-aws creates a Classic ELB and an NLB for two class-less
+// Services and stops; start(e, endpoint) starts Portico (serving class-less Services against
+// endpoint), which adopts both in place: same name, same DNS name, Portico's ownership tags,
+// converged as its own (the NLB's listener moved to Portico's target group), without a single
+// CreateLoadBalancer or DeleteLoadBalancer call (moto's recorder) and without the Services'
+// status changing (polled throughout). Deleting the Services then deletes the adopted load
+// balancers.
+func adoptCloudProviderAWS(t *testing.T, start func(e *env, endpoint string) *proc) {
 	e, px, cpa := withCloudProviderAWS(t)
 	p := &proc{Process: cpa}
 	names := map[string]string{"adopt-classic": kindClassic, "adopt-nlb": kindNLB}
@@ -46,10 +65,10 @@ func TestAdoptCloudProviderAWS(t *testing.T) {
 	for name := range names {
 		watches[name] = watchStatus(e, name)
 	}
-	ctl := e.startController(ctlOptions{Endpoint: px.URL, Classless: true})
+	portico := start(e, px.URL)
 	for name, kind := range names {
 		svc := e.svcs.Get(name)
-		e.waitLB(ctl, name, "adopted and converged by Portico", func(s *corev1.Service, lb *lbView) string {
+		e.waitLB(portico, name, "adopted and converged by Portico", func(s *corev1.Service, lb *lbView) string {
 			switch {
 			case lb.Tags["portico-lb.io/service-uid"] != string(svc.UID):
 				return "not tagged as Portico's yet"
@@ -83,14 +102,13 @@ func TestAdoptCloudProviderAWS(t *testing.T) {
 	}
 
 	// The adopted load balancers are Portico's now: the class-less Services keep the stock
-	// finalizer, now portico-controller's (no step by hand), and deleting them deletes the
-	// load balancers.
+	// finalizer, now Portico's (no step by hand), and deleting them deletes the load balancers.
 	for name := range names {
 		if f := e.svcs.Get(name).Finalizers; !slices.Equal(f, []string{stockFinalizer}) {
 			t.Errorf("%s: finalizers %v after adoption, want the stock one alone", name, f)
 		}
 		e.delete(name)
-		e.waitGone(ctl, name)
+		e.waitGone(portico, name)
 		if held, err := e.aws.holds(before[name]); err != nil || held {
 			t.Errorf("%s: after deletion moto still holds %s (%v)", name, before[name], err)
 		}

@@ -10,6 +10,9 @@
 // behind the router requests the VIP of an externalTrafficPolicy Local Service every 50 ms, a
 // node's link is cut, and they measure the time until bird has dropped that node's next hop
 // (with BFD 100 ms x 3, and in the benchmark also without: hold time 9 s) and the requests
-// that failed meanwhile and in the 5 s after. Needs root, iproute2, iptables and bird2
-// (`make prereqs`).
+// that failed meanwhile and in the 5 s after. A trial starts from the state it measures from
+// (every next hop in the router's kernel, the node's BFD session Up, checked again right before
+// the cut); a trial during which another node's session went down (on a loaded machine BFD
+// 100 ms x 3 expires on every session at once) is run again, at most twice, and reported.
+// Needs root, iproute2, iptables and bird2 (`make prereqs`).
 package bgp
