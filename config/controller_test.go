@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 
 	"github.com/portico-lb/portico/providers/reference"
 	"github.com/portico-lb/portico/providers/registry"
@@ -122,5 +123,50 @@ func TestNoKubeconfigNamesTheFlag(t *testing.T) {
 	_, err := restConfig("", "")
 	if err == nil || !strings.Contains(err.Error(), "--kubeconfig") || strings.Contains(err.Error(), "KUBERNETES_MASTER") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+func TestMasterKeepsInClusterCredentials(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	const master = "https://198.18.0.1:6443"
+	inCluster := func() (*rest.Config, error) {
+		return &rest.Config{Host: "https://10.96.0.1:443", BearerTokenFile: "/var/run/secrets/token",
+			TLSClientConfig: rest.TLSClientConfig{CAFile: "/var/run/secrets/ca.crt"}}, nil
+	}
+	cfg, err := restConfigFrom("", master, inCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != master || cfg.BearerTokenFile != "/var/run/secrets/token" || cfg.CAFile != "/var/run/secrets/ca.crt" {
+		t.Errorf("in a pod, --master must keep the service account's credentials: host %q, token %q, CA %q",
+			cfg.Host, cfg.BearerTokenFile, cfg.CAFile)
+	}
+
+	// Outside a pod --master alone is an address with no credentials, as before.
+	cfg, err = restConfigFrom("", master, func() (*rest.Config, error) { return nil, rest.ErrNotInCluster })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != master || cfg.BearerTokenFile != "" {
+		t.Errorf("outside a pod: host %q, token %q", cfg.Host, cfg.BearerTokenFile)
+	}
+
+	// A kubeconfig file wins over the service account: only its server is overridden.
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://198.18.0.2:6443"}}]
+users: [{name: u, user: {token: from-file}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = restConfigFrom(kc, master, inCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != master || cfg.BearerToken != "from-file" || cfg.BearerTokenFile != "" {
+		t.Errorf("with a kubeconfig: host %q, token %q, token file %q", cfg.Host, cfg.BearerToken, cfg.BearerTokenFile)
 	}
 }
