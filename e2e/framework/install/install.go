@@ -121,7 +121,7 @@ func Portico(ctx context.Context, c *nodes.Cluster, opts Options) (*Release, err
 	if err != nil {
 		return nil, err
 	}
-	if err := Import(ctx, c, im); err != nil {
+	if err := Import(ctx, c, im, usedImages(opts)...); err != nil {
 		return nil, err
 	}
 	opts.Logf("install: images %s imported on %d nodes after %s", opts.Tag, len(c.Nodes), time.Since(begin).Round(time.Millisecond))
@@ -201,6 +201,19 @@ func Values(c *nodes.Cluster, opts Options) map[string]any {
 	return Merge(vals, opts.Values)
 }
 
+// usedImages are the binaries whose images the release runs: the controller, the agent unless
+// NoAgent, portico-ccm when Values enable it.
+func usedImages(opts Options) []string {
+	used := []string{"portico-controller"}
+	if !opts.NoAgent {
+		used = append(used, "portico-agent")
+	}
+	if ccm, _ := opts.Values["ccm"].(map[string]any); ccm["enabled"] == true {
+		used = append(used, "portico-ccm")
+	}
+	return used
+}
+
 func toAny(s []string) []any {
 	out := make([]any, len(s))
 	for i, v := range s {
@@ -251,7 +264,7 @@ func (r *Release) Upgrade(ctx context.Context, tag string, values map[string]any
 		if err != nil {
 			return err
 		}
-		if err := Import(ctx, r.c, im); err != nil {
+		if err := Import(ctx, r.c, im, usedImages(r.opts)...); err != nil {
 			return err
 		}
 		r.Images = im
