@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -86,10 +87,15 @@ type Release struct {
 	removed bool
 }
 
-// ChartDir is the chart's directory in this source tree (deploy/chart/portico).
+// ChartDir is the chart's directory in this source tree (deploy/chart/portico): found from
+// this file's path, else (a -trimpath build) from the working directory, the repository root.
 func ChartDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "chart", "portico")
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "chart", "portico")
+	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
+		return filepath.Join("deploy", "chart", "portico")
+	}
+	return dir
 }
 
 // Portico installs the chart on c as a user would with `helm install` (Helm's Go packages,
