@@ -162,6 +162,14 @@ func Portico(ctx context.Context, c *nodes.Cluster, opts Options) (*Release, err
 // nodes' pod CIDRs, ProxyMode and Announce; an AddressPool of Pool; then opts.Values merged
 // over them.
 func Values(c *nodes.Cluster, opts Options) map[string]any {
+	var podCIDRs []string
+	for _, n := range c.Nodes {
+		podCIDRs = append(podCIDRs, n.Lab.PodCIDR.String())
+	}
+	return values(c.ControlPlane.Host(), podCIDRs, opts)
+}
+
+func values(apiServer string, podCIDRs []string, opts Options) map[string]any {
 	class := opts.Class
 	if class == "" {
 		class = DefaultClass
@@ -174,14 +182,10 @@ func Values(c *nodes.Cluster, opts Options) map[string]any {
 	if opts.Classless {
 		controller["classlessProvider"] = "baremetal"
 	}
-	var podCIDRs []any
-	for _, n := range c.Nodes {
-		podCIDRs = append(podCIDRs, n.Lab.PodCIDR.String())
-	}
 	agent := map[string]any{
 		"enabled":      !opts.NoAgent,
-		"apiServer":    c.ControlPlane.Host(),
-		"clusterCIDRs": podCIDRs,
+		"apiServer":    apiServer,
+		"clusterCIDRs": toAny(podCIDRs),
 		"announce":     toAny(announce),
 	}
 	if opts.ProxyMode != "" {
