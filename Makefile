@@ -64,7 +64,7 @@ lint: ## gofmt, go vet, staticcheck
 	$(GO) run $(STATICCHECK) -tags e2e,moto ./...
 
 DEMO ?= baremetal
-demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator
+demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator; DEMO=cluster: helm install on a cluster of real kubelets (no kube-proxy), VIP from the LAN, helm upgrade under traffic, uninstall
 	$(GO) run ./e2e/tools/demo -provider=$(DEMO)
 
 clean-lab: ## remove network labs and kubelet-node leftovers (containers, shims, cgroups, state) of an interrupted test run

@@ -151,17 +151,25 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}()
 
+	serviceCIDRs := opts.ServiceCIDRs
+	if len(serviceCIDRs) == 0 {
+		serviceCIDRs = []string{ServiceCIDR}
+	}
 	hosts := []net.IP{net.ParseIP("127.0.0.1"), opts.BindAddress.AsSlice()}
+	// The kubernetes Service's ClusterIP (the first address of each Service CIDR), as a real
+	// apiserver's certificate has it: pods reach the API server there once a service proxy
+	// programs it (e2e/framework/nodes).
+	for _, cidr := range serviceCIDRs {
+		if p, perr := netip.ParsePrefix(cidr); perr == nil {
+			hosts = append(hosts, p.Masked().Addr().Next().AsSlice())
+		}
+	}
 	if c.creds, err = writeCredentials(c.dir, hosts, opts.Tokens); err != nil {
 		return nil, fmt.Errorf("writing credentials: %w", err)
 	}
 	etcdURL, err := c.startEtcd(ctx, bins.Etcd)
 	if err != nil {
 		return nil, err
-	}
-	serviceCIDRs := opts.ServiceCIDRs
-	if len(serviceCIDRs) == 0 {
-		serviceCIDRs = []string{ServiceCIDR}
 	}
 	if err := c.startAPIServer(ctx, bins.KubeAPIServer, etcdURL, opts, serviceCIDRs); err != nil {
 		return nil, err
