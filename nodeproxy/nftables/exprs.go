@@ -2,7 +2,6 @@ package nftables
 
 import (
 	"encoding/binary"
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -245,17 +244,6 @@ func (f family) hairpinMatch() []expr.Any {
 }
 
 func hairpinKey(a netip.Addr) []byte { return append(a.AsSlice(), a.AsSlice()...) }
-
-func describeEndpoints(eps []rules.Endpoint) string {
-	s := ""
-	for i, e := range eps {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%d : %s", i, e)
-	}
-	return s
-}
 
 // saddrIn matches the source address in the set (an affinity set).
 func (f family) saddrIn(set string) []expr.Any {
