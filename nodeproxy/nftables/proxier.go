@@ -222,7 +222,14 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 		p.applied = false
 		return syncResult{}, err
 	}
-	before, genErr := generation()
+	// An empty partial transaction commits nothing, so the generation tells nothing new: the
+	// two reads (a netlink socket each) are skipped, as for the families without changes.
+	wrote := full || !tx.empty()
+	var before uint32
+	var genErr error
+	if wrote {
+		before, genErr = generation()
+	}
 	var err error
 	if full {
 		err = tx.commitFull(p)
@@ -237,8 +244,10 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	p.applied = true
 	p.ranges.committed()
 	p.forgetExprs()
-	after, genErr2 := generation()
-	p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
+	if wrote {
+		after, genErr2 := generation()
+		p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
+	}
 	p.DeleteStaleConntrack(ctx, stale)
 	res := syncResult{full: full || st.Full, objects: tx.objects}
 	for _, ps := range p.ports {
