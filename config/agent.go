@@ -26,7 +26,7 @@ type Agent struct {
 	Master string
 	// NodeName is this node's Node object; defaults to the hostname.
 	NodeName string
-	// ProxyMode is the dataplane: ProxyModeIPTables (the default) or ProxyModeNFTables.
+	// ProxyMode is the dataplane: ProxyModeNFTables (the default) or ProxyModeIPTables.
 	ProxyMode string
 	// SyncPeriod is how often the agent rewrites every chain it owns (a full sync), repairing
 	// whatever someone else changed or deleted.
@@ -137,7 +137,7 @@ func DefaultAgent() Agent {
 	host, _ := os.Hostname()
 	return Agent{
 		NodeName:           strings.ToLower(host),
-		ProxyMode:          ProxyModeIPTables,
+		ProxyMode:          ProxyModeNFTables,
 		SyncPeriod:         30 * time.Second,
 		MinSyncPeriod:      1 * time.Second,
 		HealthzBindAddress: "0.0.0.0:10256",

@@ -53,8 +53,9 @@ func TestAgentKubeProxyFlagNames(t *testing.T) {
 	}
 	kp := parse("--hostname-override=n1", "--iptables-sync-period=7s", "--iptables-min-sync-period=0s", "--iptables-masquerade-bit=14",
 		"--proxy-mode=iptables", "--master=https://198.18.0.1:6443", "--masquerade-all")
-	old := parse("--node-name=n1", "--sync-period=7s", "--min-sync-period=0s", "--masquerade-bit=14", "--masquerade-all", "--master=https://198.18.0.1:6443")
-	if kp.NodeName != "n1" || kp.SyncPeriod != 7*time.Second || kp.MinSyncPeriod != 0 || kp.MasqueradeBit != 14 || kp.Master == "" || !kp.MasqueradeAll {
+	old := parse("--node-name=n1", "--sync-period=7s", "--min-sync-period=0s", "--masquerade-bit=14", "--masquerade-all", "--master=https://198.18.0.1:6443",
+		"--proxy-mode=iptables")
+	if kp.ProxyMode != ProxyModeIPTables || kp.NodeName != "n1" || kp.SyncPeriod != 7*time.Second || kp.MinSyncPeriod != 0 || kp.MasqueradeBit != 14 || kp.Master == "" || !kp.MasqueradeAll {
 		t.Errorf("kube-proxy names not applied: %+v", kp)
 	}
 	if !reflect.DeepEqual(kp, old) {

@@ -44,6 +44,15 @@ func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
 		return cleanup(ctx, cfg)
 	}
+	if err := checkAnnouncers(cfg.Announcers); err != nil {
+		return err
+	}
+	if cfg.ProxyMode == config.ProxyModeNFTables {
+		// Fail at startup, not at the first sync, on a kernel without what the mode needs.
+		if err := nftables.Probe(); err != nil {
+			return fmt.Errorf("proxy mode nftables (the default) cannot run on this kernel; run with --proxy-mode=iptables: %w", err)
+		}
+	}
 	restCfg, err := cfg.RESTConfig()
 	if err != nil {
 		return err

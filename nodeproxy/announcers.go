@@ -2,6 +2,7 @@ package nodeproxy
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/config"
-	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
 	"github.com/portico-lb/portico/nodeproxy/announce/l2"
 )
 
@@ -31,18 +31,26 @@ type announcerDeps struct {
 type newAnnouncer func(ctx context.Context, d announcerDeps) (Consumer, func(), error)
 
 // announcers are the VIP announcers --announce selects (config.KnownAnnouncers lists the same
-// names): adding one is its package, one line here and its name there. Each is a Consumer of
+// names): adding one is its package, one line here and its name there. The BGP announcer's
+// line is in announcers_bgp.go, which the build tag portico_nobgp leaves out (see there). Each is a Consumer of
 // the sync loop, run after netfilter and the health checks, so that the rules (without the
 // endpoints of dead nodes) are in place before a VIP draws traffic here.
 var announcers = map[string]newAnnouncer{
-	config.AnnouncerL2:  newL2Announcer,
-	config.AnnouncerBGP: newBGPAnnouncer,
+	config.AnnouncerL2: newL2Announcer,
 }
 
-var (
-	_ Consumer = (*l2.Consumer)(nil)
-	_ Consumer = (*bgp.Consumer)(nil)
-)
+var _ Consumer = (*l2.Consumer)(nil)
+
+// checkAnnouncers fails on an --announce name this binary was built without (portico_nobgp),
+// at startup rather than once the caches have synced.
+func checkAnnouncers(names []string) error {
+	for _, name := range names {
+		if announcers[name] == nil {
+			return fmt.Errorf("--announce=%s: this portico-agent was built without the %s announcer (build tag portico_nobgp); use a default build", name, name)
+		}
+	}
+	return nil
+}
 
 func newL2Announcer(_ context.Context, d announcerDeps) (Consumer, func(), error) {
 	opts := l2.DefaultOptions()
@@ -50,29 +58,6 @@ func newL2Announcer(_ context.Context, d announcerDeps) (Consumer, func(), error
 	ann := l2.New(opts)
 	c := l2.NewConsumer(l2.ConsumerOptions{Log: opts.Log, Announcer: ann, Recorder: d.recorder, Registerer: d.registry})
 	return c, ann.Stop, nil
-}
-
-// bgpStopTimeout bounds the graceful BGP shutdown at exit (withdraw, then close the sessions).
-const bgpStopTimeout = 5 * time.Second
-
-func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), error) {
-	log := d.log.WithName("bgp")
-	c, err := bgp.NewConsumer(ctx, bgp.ConsumerOptions{Log: log, Node: d.cfg.NodeName, Dynamic: d.dyn, Secrets: d.cs,
-		Recorder: d.recorder, Registerer: d.registry, Resync: d.resync})
-	if err != nil {
-		return nil, nil, err
-	}
-	stop := func() {
-		// ctx has ended by now: the shutdown gets its own deadline.
-		sctx, cancel := context.WithTimeout(context.Background(), bgpStopTimeout)
-		defer cancel()
-		if err := c.Stop(sctx); err != nil {
-			log.Error(err, "Stopping BGP")
-			return
-		}
-		log.Info("BGP stopped; every prefix withdrawn")
-	}
-	return c, stop, nil
 }
 
 // membershipStopTimeout bounds the graceful leave at exit.

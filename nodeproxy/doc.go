@@ -5,18 +5,21 @@
 //     and offers the State every consumer reads;
 //   - the sync loop (this package): one rate-limited loop that hands the same tracker.State to
 //     every Consumer, in order, and retries failures as full syncs;
-//   - netfilter: the netfilter programmer, a Consumer: per IP family it renders the changed
-//     Services with package rules and applies them with one `iptables-restore --noflush`, then
-//     deletes stale UDP conntrack entries; it also owns --cleanup;
-//   - nftables (--proxy-mode=nftables): the other programmer, in its place: the same Services
-//     in one nf_tables table per family, over netlink (agent.go's dataplane picks one);
+//   - netfilter (--proxy-mode=iptables): the iptables programmer, a Consumer: per IP family it
+//     renders the changed Services with package rules and applies them with one
+//     `iptables-restore --noflush`, then deletes stale UDP conntrack entries; it also owns
+//     --cleanup;
+//   - nftables (--proxy-mode=nftables, the default): the other programmer, in its place: the
+//     same Services in one nf_tables table per family, over netlink (agent.go's dataplane picks
+//     one; Run probes the kernel for it at startup);
 //   - healthcheck: the healthCheckNodePort servers (a Consumer) and the agent's own /healthz and
 //     /livez;
 //   - membership (--membership): which nodes' agents are alive, known within a second
 //     (hashicorp/memberlist); started and joined before the first sync (liveness.go);
 //   - announce: the VIP announcers (--announce=l2,bgp: ARP/NDP in announce/l2, BGP in
-//     announce/bgp), Consumers registered in announcers.go and run after netfilter and the
-//     health checks; package announce explains how they join;
+//     announce/bgp), Consumers registered in announcers.go (BGP in announcers_bgp.go, left out by
+//     the build tag portico_nobgp) and run after netfilter and the health checks; package
+//     announce explains how they join;
 //   - serviceports: the pure translation of a Service and its EndpointSlices into the service
 //     ports of one family (endpoint conditions, topology hints, traffic policies; source ranges,
 //     affinity and node eligibility by package servicerules, the rules the controller applies

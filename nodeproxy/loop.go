@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -167,5 +168,16 @@ func (l *syncLoop) sync(ctx context.Context) error {
 		l.synced()
 	}
 	l.log.V(1).Info("Synced", "full", full, "services", len(st.Changed), "seconds", elapsed)
+	if full {
+		// A full sync renders every Service and builds its whole netlink batch or restore
+		// input at once: at 10,000 Services the heap grew to about twice its live size and
+		// the runtime kept those pages (RSS 316 MB for 140 MB of heap). Full syncs are rare
+		// (start, failures, drift), so their garbage is collected and returned to the system
+		// now, after the sync (its duration metric excludes this), at the cost of one
+		// collection.
+		gcStart := time.Now()
+		debug.FreeOSMemory()
+		l.log.V(1).Info("Returned the full sync's memory", "seconds", time.Since(gcStart).Seconds())
+	}
 	return nil
 }

@@ -29,8 +29,14 @@
 //     externalTrafficPolicy: Local, pods' and the node's own traffic goes to clu- with all
 //     endpoints, everything else to the local endpoints, source kept), fw- (source ranges:
 //     return for allowed sources, drop the rest).
-//   - Balancing: one rule, `dnat to numgen random mod N map { i : address . port }` with an
-//     anonymous map (a plain DNAT for one endpoint). ClientIP affinity: a dynamic map per chain
+//   - Balancing: one rule, `dnat to numgen random mod N offset B map @endpoints-XX` (a plain
+//     DNAT for one endpoint). The endpoints live in 64 named maps (endpoints-00 to -3f, the
+//     shard a hash of the chain's name), each chain in its own range of keys (B + index :
+//     address . port; a power of two, at least 16, kept while the endpoints fit). Named maps
+//     instead of an anonymous map per rule keep a full sync linear in the kernel, and a change
+//     of endpoints that keeps their number is a change of map elements only, which the kernel
+//     commits without re-validating the table's jumps; the shards bound the kernel's check of
+//     every element of a map against every rule that uses it. ClientIP affinity: a dynamic map per chain
 //     (client address : endpoint, with the Service's timeout) read first and updated on a new
 //     choice; its name carries a hash of the endpoints, so a change of endpoints starts a new map
 //     and no client sticks to a removed endpoint.
@@ -43,7 +49,8 @@
 //
 // A partial sync writes only what changed: the elements of the shared maps the changed ports
 // add, change or remove, the chains whose rules changed (flushed and refilled), and the chains
-// no longer used (deleted). A one-endpoint change is one chain rewrite. A full sync (at start,
+// no longer used (deleted). A one-endpoint change is an element change in an endpoints map (a
+// chain rewrite when the number of endpoints changes). A full sync (at start,
 // after a failed transaction, and every --iptables-sync-period when anyone else committed to
 // nf_tables since the agent's last commit) flushes and rewrites every chain and map of the
 // table in one transaction and deletes what the agent no longer wants, so any drift (a flushed
@@ -60,7 +67,7 @@
 // makes the next periodic full sync rewrite the table, drifted or not; an accept in this table
 // does not override another table's drop (a DROP
 // policy in iptables' FORWARD chain still needs its own accepts); nft(8) prints the anonymous
-// endpoint maps' keys in the wrong byte order (0, 16777216, ...): the kernel compares them with
-// numgen's value as written. When two Services claim one address and port, the one whose port
-// key sorts first has it.
+// affinity maps' keys in the wrong byte order (0, 16777216, ...): the kernel compares them
+// with numgen's value as written. When two Services claim one address and port, the one whose
+// port key sorts first has it.
 package nftables

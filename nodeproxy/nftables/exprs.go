@@ -2,7 +2,6 @@ package nftables
 
 import (
 	"encoding/binary"
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -215,14 +214,20 @@ func (f family) dnatOne(e rules.Endpoint) []expr.Any {
 	}
 }
 
-// dnatMap picks one of n endpoints at random through the anonymous map set (numgen random
-// mod n -> address . port) and rewrites the destination to it.
-func (f family) dnatMap(set *nftables.Set, n int) []expr.Any {
+// dnatMap picks one of the n endpoints of the chain whose range in the endpoints map set starts
+// at base (numgen random mod n offset base -> address . port) and rewrites the destination to it.
+func (f family) dnatMap(set string, base uint32, n int) []expr.Any {
 	return []expr.Any{
-		&expr.Numgen{Register: reg0, Modulus: uint32(n), Type: unix.NFT_NG_RANDOM},
-		&expr.Lookup{SourceRegister: reg0, SetName: set.Name, SetID: set.ID, IsDestRegSet: true, DestRegister: reg0 + 1},
+		&expr.Numgen{Register: reg0, Modulus: uint32(n), Type: unix.NFT_NG_RANDOM, Offset: base},
+		&expr.Lookup{SourceRegister: reg0, SetName: set, IsDestRegSet: true, DestRegister: reg0 + 1},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: f.natFamily, RegAddrMin: reg0 + 1, RegProtoMin: reg0 + 1 + f.words(), Specified: true},
 	}
+}
+
+// endpointKey is the endpoints map's key of the endpoint at index i of the range at base:
+// numgen writes its value in host byte order.
+func endpointKey(base uint32, i int) []byte {
+	return binaryutil.NativeEndian.PutUint32(base + uint32(i))
 }
 
 func (f family) reject() []expr.Any {
@@ -239,17 +244,6 @@ func (f family) hairpinMatch() []expr.Any {
 }
 
 func hairpinKey(a netip.Addr) []byte { return append(a.AsSlice(), a.AsSlice()...) }
-
-func describeEndpoints(eps []rules.Endpoint) string {
-	s := ""
-	for i, e := range eps {
-		if i > 0 {
-			s += ", "
-		}
-		s += fmt.Sprintf("%d : %s", i, e)
-	}
-	return s
-}
 
 // saddrIn matches the source address in the set (an affinity set).
 func (f family) saddrIn(set string) []expr.Any {

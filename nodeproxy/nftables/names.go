@@ -1,6 +1,12 @@
 package nftables
 
-import "github.com/portico-lb/portico/nodeproxy/rules"
+import (
+	"fmt"
+	"hash/crc32"
+	"strings"
+
+	"github.com/portico-lb/portico/nodeproxy/rules"
+)
 
 // TableName is the one table the agent owns in each family (ip and ip6). Every chain, set and
 // map the agent creates lives in it; the agent never reads or writes any other table, and
@@ -34,7 +40,37 @@ const (
 	mapNoEndpoints    = "no-endpoint-services"  // address . proto . port : goto reject | drop
 	mapNoEndpointPort = "no-endpoint-nodeports" // proto . port : goto reject | drop
 	setHairpin        = "hairpin"               // endpoint . endpoint of local endpoints
+	// mapEndpoints (the prefix of endpointShards maps: endpoints-00 to endpoints-3f) holds the
+	// endpoints of every balancing chain, each chain in its own range of keys of one shard
+	// (by a hash of the chain's name): base + index : endpoint address . port. A chain picks
+	// one with numgen random mod N offset base; a change of endpoints that fits the range is a
+	// change of elements only, which the kernel commits without
+	// re-validating the table's jumps (a rule change re-validates them all), and one named map
+	// instead of an anonymous map per chain keeps a full sync linear (the kernel resolves each
+	// new anonymous set against the whole transaction). The shards bound another cost of the
+	// kernel: each element added to a map is checked against every rule using the map, and
+	// each rule starting to use it against every element (one map made a full sync at 10,000
+	// Services x 10 take 28-95 s).
+	mapEndpoints = "endpoints"
 )
+
+// endpointShards is the number of endpoints maps.
+const endpointShards = 64
+
+// endpointMaps are the endpoints maps' names.
+var endpointMaps = func() []string {
+	out := make([]string, endpointShards)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%02x", mapEndpoints, i)
+	}
+	return out
+}()
+
+// endpointShard is the shard of the endpoints maps that holds chain's endpoints.
+func endpointShard(chain string) int { return int(crc32.ChecksumIEEE([]byte(chain)) % endpointShards) }
+
+// isEndpointMap reports whether the named map is one of the endpoints maps.
+func isEndpointMap(name string) bool { return strings.HasPrefix(name, mapEndpoints+"-") }
 
 // Per service port chains are named kind-namespace/name/protocol/port (the port's name, left out
 // when empty), which nft(8) prints and reads without quotes.
@@ -55,4 +91,4 @@ func portChain(kind string, sp *rules.ServicePort) string {
 }
 
 // elemMaps lists the element maps a port contributes to, in a fixed order.
-var elemMaps = []string{mapServices, mapNodePorts, mapFirewall, mapNoEndpoints, mapNoEndpointPort}
+var elemMaps = append([]string{mapServices, mapNodePorts, mapFirewall, mapNoEndpoints, mapNoEndpointPort}, endpointMaps...)

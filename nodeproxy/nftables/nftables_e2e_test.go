@@ -209,9 +209,15 @@ func TestProgramsTable(t *testing.T) {
 	}
 }
 
-// BenchmarkPartialSync: one endpoint of one of 1,000 Services x 10 endpoints changes; a partial
-// sync rewrites that Service's chain only.
+// BenchmarkPartialSync: one endpoint of one of 1,000 (and 10,000) Services x 10 endpoints
+// changes; a partial sync rewrites that Service's chain only.
 func BenchmarkPartialSync(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) { benchPartialSync(b, n) })
+	}
+}
+
+func benchPartialSync(b *testing.B, services int) {
 	prereq.RequireRoot(b, prereq.IPRoute2, prereq.NFTables)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -223,7 +229,7 @@ func BenchmarkPartialSync(b *testing.B) {
 	defer func() { _ = netns.Set(orig); _ = ns.Close() }()
 	s := newStore()
 	var keys []types.NamespacedName
-	for i := range 1000 {
+	for i := range services {
 		var eps []string
 		for j := range 10 {
 			k := i*10 + j
@@ -280,4 +286,24 @@ func commitFloor(b *testing.B) float64 {
 		}
 	}
 	return float64(time.Since(start).Microseconds()) / 1000 / (2 * n)
+}
+
+// Probe succeeds on this kernel and leaves no table behind (it creates and deletes its table in
+// one transaction).
+func TestProbe(t *testing.T) {
+	inNetns(t)
+	if err := nftables.Probe(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := gnft.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := c.ListTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tables {
+		t.Errorf("table %s left behind", tb.Name)
+	}
 }

@@ -120,6 +120,70 @@ type familyProxier struct {
 	// rendered are the port states rendered by the sync under way; once it committed, their
 	// rules' expressions are dropped (forget), as only their text is compared later.
 	rendered []*portState
+	ranges   endpointRanges
+}
+
+// endpointRanges gives each balancing chain a range of keys in its shard of the endpoints maps
+// (endpointShard): a power of two (at least minRange) that holds its endpoints. A chain keeps
+// its range while its endpoints fit, so that their changes are element changes; a range is
+// freed when its chain goes or outgrows it, and reused (for a range of its size in its shard)
+// only after that transaction committed: until then its old elements are still being deleted.
+type endpointRanges struct {
+	byChain map[string]keyRange
+	free    map[keyRange][]uint32 // shard and size (base 0) -> bases
+	pending []keyRange
+	next    [endpointShards]uint32
+}
+
+type keyRange struct {
+	shard      int
+	base, size uint32
+}
+
+// minRange is the smallest range: room for a few more endpoints than most Services have.
+const minRange = 16
+
+func (r *endpointRanges) reset() {
+	*r = endpointRanges{byChain: map[string]keyRange{}, free: map[keyRange][]uint32{}}
+}
+
+// get is chain's endpoints map and range base for n endpoints, given now if it has none that
+// fits.
+func (r *endpointRanges) get(chain string, n int) (string, uint32) {
+	if k, ok := r.byChain[chain]; ok && uint32(n) <= k.size {
+		return endpointMaps[k.shard], k.base
+	}
+	r.release(chain)
+	k := keyRange{shard: endpointShard(chain), size: minRange}
+	for k.size < uint32(n) {
+		k.size *= 2
+	}
+	class := keyRange{shard: k.shard, size: k.size}
+	if bases := r.free[class]; len(bases) > 0 {
+		k.base, r.free[class] = bases[len(bases)-1], bases[:len(bases)-1]
+	} else {
+		k.base = r.next[k.shard]
+		r.next[k.shard] += k.size
+	}
+	r.byChain[chain] = k
+	return endpointMaps[k.shard], k.base
+}
+
+// release frees chain's range (if it has one) once the transaction under way committed.
+func (r *endpointRanges) release(chain string) {
+	if k, ok := r.byChain[chain]; ok {
+		delete(r.byChain, chain)
+		r.pending = append(r.pending, k)
+	}
+}
+
+// committed makes the ranges released by the committed transaction available.
+func (r *endpointRanges) committed() {
+	for _, k := range r.pending {
+		class := keyRange{shard: k.shard, size: k.size}
+		r.free[class] = append(r.free[class], k.base)
+	}
+	r.pending = nil
 }
 
 type syncResult struct {
@@ -158,7 +222,14 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 		p.applied = false
 		return syncResult{}, err
 	}
-	before, genErr := generation()
+	// An empty partial transaction commits nothing, so the generation tells nothing new: the
+	// two reads (a netlink socket each) are skipped, as for the families without changes.
+	wrote := full || !tx.empty()
+	var before uint32
+	var genErr error
+	if wrote {
+		before, genErr = generation()
+	}
 	var err error
 	if full {
 		err = tx.commitFull(p)
@@ -171,9 +242,12 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 		return syncResult{}, fmt.Errorf("programming %s nftables: %w", p.fam, err)
 	}
 	p.applied = true
+	p.ranges.committed()
 	p.forgetExprs()
-	after, genErr2 := generation()
-	p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
+	if wrote {
+		after, genErr2 := generation()
+		p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
+	}
 	p.DeleteStaleConntrack(ctx, stale)
 	res := syncResult{full: full || st.Full, objects: tx.objects}
 	for _, ps := range p.ports {
@@ -244,6 +318,8 @@ func (p *familyProxier) reset(st *tracker.State) error {
 		return err
 	}
 	cfg.restricted, cfg.nodePortAddrs = restricted, addrs
+	p.ranges.reset()
+	cfg.endpointRange = p.ranges.get
 	p.cfg = cfg
 	p.services = map[types.NamespacedName][]*rules.ServicePort{}
 	p.ports = map[string]*portState{}
@@ -313,6 +389,7 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 	for name, old := range prev.chains {
 		if _, ok := next.chains[name]; !ok {
 			tx.deleteChain(name, old)
+			p.ranges.release(name)
 		}
 	}
 	for _, m := range elemMaps {

@@ -22,15 +22,17 @@ type config struct {
 	// nodePortAddrs restricts NodePorts to these addresses when restricted.
 	restricted    bool
 	nodePortAddrs []netip.Addr
+	// endpointRange is the endpoints map of the balancing chain and the first key of its
+	// range there, which holds at least n endpoints; the same while the chain exists and n fits.
+	endpointRange func(chain string, n int) (set string, base uint32)
 }
 
 // nrule is one rule: its nft-like text (what is compared between syncs and logged) and its
-// expressions; a rule choosing among several endpoints also carries them, and its anonymous
-// map (numgen value : address . port) is created with the rule.
+// expressions. A rule choosing among several endpoints reads them from the endpoints map
+// (their elements are the port's, so the rule does not change with them).
 type nrule struct {
 	text  string
 	exprs []expr.Any
-	eps   []rules.Endpoint // len > 1: exprs are followed by the numgen map lookup and DNAT
 	// gotos (len > 1): the rule is numgen random mod len(gotos) into an anonymous verdict map
 	// of gotos to these chains.
 	gotos []string
@@ -99,7 +101,7 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 			} else if len(cfg.clusterCIDRs) > 0 && !sp.InternalLocal {
 				rs = append(rs, nrule{text: "jump " + chainMarkOff, exprs: []expr.Any{verdict(expr.VerdictJump, chainMarkOff)}})
 			}
-			rs = append(rs, balance(f, internal, sp, portChain(kindInternal, sp), p)...)
+			rs = append(rs, balance(cfg, internal, sp, portChain(kindInternal, sp), p)...)
 			name := portChain(kindInternal, sp)
 			p.chains[name] = rs
 			p.elem(mapServices, k, name)
@@ -168,7 +170,7 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 	var rs []nrule
 	if sp.ExternalLocal {
 		clu := portChain(kindCluster, sp)
-		p.chains[clu] = balance(f, cluster, sp, clu, p)
+		p.chains[clu] = balance(cfg, cluster, sp, clu, p)
 		for _, c := range cfg.clusterCIDRs {
 			rs = append(rs, nrule{text: "saddr " + c.String() + " goto " + clu,
 				exprs: append(f.addrIn(true, c), verdict(expr.VerdictGoto, clu))})
@@ -177,10 +179,10 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 			nrule{text: "fib saddr type local jump " + chainMark, exprs: append(fibLocal(true), verdict(expr.VerdictJump, chainMark))},
 			nrule{text: "fib saddr type local goto " + clu, exprs: append(fibLocal(true), verdict(expr.VerdictGoto, clu))})
 		if len(local) > 0 {
-			rs = append(rs, balance(f, local, sp, name, p)...)
+			rs = append(rs, balance(cfg, local, sp, name, p)...)
 		}
 	} else {
-		rs = append([]nrule{{text: "jump " + chainMark, exprs: []expr.Any{verdict(expr.VerdictJump, chainMark)}}}, balance(f, cluster, sp, name, p)...)
+		rs = append([]nrule{{text: "jump " + chainMark, exprs: []expr.Any{verdict(expr.VerdictJump, chainMark)}}}, balance(cfg, cluster, sp, name, p)...)
 	}
 	p.chains[name] = rs
 	for _, k := range extKeys {
@@ -196,16 +198,18 @@ func render(cfg *config, sp *rules.ServicePort) *portState {
 // kube-proxy's nftables mode), each endpoint gets a chain (chain/<hash of the endpoint>, added
 // to p) that records the client in the endpoint's affinity set and DNATs; a client in one of
 // the sets goes back to that endpoint's chain, any other to one of them at random.
-func balance(f family, eps []rules.Endpoint, sp *rules.ServicePort, chain string, p *portState) []nrule {
-	desc := "dnat to " + eps[0].String()
-	if len(eps) > 1 {
-		desc = fmt.Sprintf("dnat to numgen random mod %d map { %s }", len(eps), describeEndpoints(eps))
-	}
+func balance(cfg *config, eps []rules.Endpoint, sp *rules.ServicePort, chain string, p *portState) []nrule {
+	f := cfg.fam
 	if sp.AffinitySeconds <= 0 {
 		if len(eps) == 1 {
-			return []nrule{{text: desc, exprs: f.dnatOne(eps[0])}}
+			return []nrule{{text: "dnat to " + eps[0].String(), exprs: f.dnatOne(eps[0])}}
 		}
-		return []nrule{{text: desc, eps: slices.Clone(eps)}}
+		set, base := cfg.endpointRange(chain, len(eps))
+		for i, e := range eps {
+			p.elem(set, endpointKey(base, i), string(endpointValue(e)))
+		}
+		return []nrule{{text: fmt.Sprintf("dnat to numgen random mod %d offset %d map @%s", len(eps), base, set),
+			exprs: f.dnatMap(set, base, len(eps))}}
 	}
 	timeout := time.Duration(sp.AffinitySeconds) * time.Second
 	var out []nrule

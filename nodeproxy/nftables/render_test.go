@@ -1,9 +1,12 @@
 package nftables
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/google/nftables/binaryutil"
 
 	"github.com/portico-lb/portico/nodeproxy/rules"
 )
@@ -17,6 +20,10 @@ func dump(p *portState) string {
 	var b strings.Builder
 	for _, m := range elemMaps {
 		for k, v := range p.elems[m] {
+			if isEndpointMap(m) {
+				a, _ := netip.AddrFromSlice([]byte(v)[:4])
+				v = netip.AddrPortFrom(a, uint16(v[4])<<8|uint16(v[5])).String()
+			}
 			b.WriteString(m + " " + describeKey(m, []byte(k)) + " : " + v + "\n")
 		}
 	}
@@ -27,6 +34,9 @@ func dump(p *portState) string {
 }
 
 func describeKey(m string, k []byte) string {
+	if isEndpointMap(m) {
+		return fmt.Sprint(binaryutil.NativeEndian.Uint32(k))
+	}
 	if m == mapNodePorts || m == mapNoEndpointPort {
 		return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(k[4])<<8|uint16(k[5])).String()
 	}
@@ -35,7 +45,12 @@ func describeKey(m string, k []byte) string {
 }
 
 func TestRender(t *testing.T) {
-	cfg := &config{fam: familyOf(rules.IPv4), mark: 0x1000, clusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}}
+	var ranges endpointRanges
+	ranges.reset()
+	intMap := endpointMaps[endpointShard("int-ns/web/tcp/http")]
+	ranges.next[endpointShard("int-ns/web/tcp/http")] = 32
+	cfg := &config{fam: familyOf(rules.IPv4), mark: 0x1000, clusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")},
+		endpointRange: ranges.get}
 	base := func() *rules.ServicePort {
 		return &rules.ServicePort{Namespace: "ns", Name: "web", PortName: "http", Protocol: "tcp",
 			ClusterIP: netip.MustParseAddr("198.18.0.10"), Port: 80}
@@ -49,7 +64,8 @@ func TestRender(t *testing.T) {
 		{"clusterip two endpoints", func(sp *rules.ServicePort) {
 			sp.Endpoints = []rules.Endpoint{ep("198.19.1.2", false), ep("198.19.1.1", false)}
 		}, []string{"service-ips 198.18.0.10:80 : int-ns/web/tcp/http", "jump mark-offcluster",
-			"dnat to numgen random mod 2 map { 0 : 198.19.1.1:8080, 1 : 198.19.1.2:8080 }"}, []string{"no-endpoint"}},
+			"dnat to numgen random mod 2 offset 32 map @" + intMap, intMap + " 32 : 198.19.1.1:8080", intMap + " 33 : 198.19.1.2:8080"},
+			[]string{"no-endpoint"}},
 		{"no endpoints: rejected", func(sp *rules.ServicePort) { sp.NodePort = 30000 },
 			[]string{"no-endpoint-services 198.18.0.10:80 : reject", "no-endpoint-nodeports 0.0.0.0:30000 : reject"}, []string{"chain"}},
 		{"internal traffic policy local without local endpoint: dropped", func(sp *rules.ServicePort) {

@@ -38,6 +38,9 @@ func (f family) namedSet(t *nftables.Table, name string) *nftables.Set {
 	case setHairpin:
 		s.IsMap, s.DataType, s.KeyType = false, nftables.SetDatatype{}, hairpinType(f)
 	}
+	if isEndpointMap(name) {
+		s.KeyType, s.DataType, s.Concatenation = nftables.TypeInteger, f.endpointType(), false
+	}
 	return s
 }
 

@@ -44,3 +44,48 @@ func TestStrip(t *testing.T) {
 		t.Errorf("Node after strip: %+v", node)
 	}
 }
+
+// TestCompactEndpoints: the transform keeps what the agent reads of each endpoint (addresses,
+// conditions, node name, hints) with the same values, drops the rest, cuts the array to its
+// length and shares the node names and conditions between endpoints.
+func TestCompactEndpoints(t *testing.T) {
+	yes, no := true, false
+	node1, node1b := "node1", "node1"
+	hints := &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "a"}}}
+	eps := make([]discoveryv1.Endpoint, 2, 16)
+	eps[0] = discoveryv1.Endpoint{Addresses: []string{"198.19.1.2"}, NodeName: &node1, Hints: hints,
+		Conditions: discoveryv1.EndpointConditions{Ready: &yes, Serving: &yes, Terminating: &no},
+		Hostname:   ptrTo("h"), Zone: ptrTo("a"), TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "p"},
+		DeprecatedTopology: map[string]string{"k": "v"}}
+	eps[1] = discoveryv1.Endpoint{Addresses: []string{"198.19.1.3"}, NodeName: &node1b,
+		Conditions: discoveryv1.EndpointConditions{Ready: &no}}
+	slice := &discoveryv1.EndpointSlice{Endpoints: eps}
+	for range 2 {
+		if _, err := strip(slice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := slice.Endpoints
+	if len(got) != 2 || cap(got) != 2 {
+		t.Fatalf("endpoints: len %d cap %d, want 2 and 2", len(got), cap(got))
+	}
+	e0, e1 := got[0], got[1]
+	if e0.Addresses[0] != "198.19.1.2" || *e0.NodeName != "node1" || e0.Hints != hints ||
+		!*e0.Conditions.Ready || !*e0.Conditions.Serving || *e0.Conditions.Terminating {
+		t.Errorf("endpoint 0 lost what the agent reads: %+v", e0)
+	}
+	if e0.Hostname != nil || e0.Zone != nil || e0.TargetRef != nil || e0.DeprecatedTopology != nil {
+		t.Errorf("endpoint 0 kept unread fields: %+v", e0)
+	}
+	if e1.Addresses[0] != "198.19.1.3" || *e1.Conditions.Ready || e1.Conditions.Serving != nil || e1.Conditions.Terminating != nil {
+		t.Errorf("endpoint 1: %+v", e1)
+	}
+	if e0.NodeName != e1.NodeName {
+		t.Error("the two endpoints on node1 do not share their node name")
+	}
+	if e0.Conditions.Ready != e0.Conditions.Serving || e0.Conditions.Terminating != e1.Conditions.Ready {
+		t.Error("equal conditions are not shared")
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

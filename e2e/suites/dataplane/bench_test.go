@@ -27,6 +27,10 @@ import (
 // scaleEnv enables the 10,000-Service size (minutes of object creation and kube-proxy syncs).
 const scaleEnv = "PORTICO_BENCH_SCALE"
 
+// agentEnv names another portico-agent binary to measure instead of the one built from this
+// source (e.g. one built with -tags portico_nobgp).
+const agentEnv = "PORTICO_BENCH_AGENT"
+
 // limitEnv overrides how long each proxy may take for its first sync (10m; 30m at 10,000
 // Services); a proxy stopped at the limit is reported as taking at least that long.
 const limitEnv = "PORTICO_BENCH_LIMIT"
@@ -50,7 +54,57 @@ func BenchmarkSync(b *testing.B) {
 type syncFigures struct {
 	full, partial time.Duration
 	rssMB         float64
+	mem           memBreakdown
 	timedOut      bool
+}
+
+// memBreakdown is where a proxy's RSS lies: anonymous memory (heap, stacks, runtime) against
+// file-backed pages (the binary's text and read-only data, mapped by the kernel in fault-around
+// windows, so roughly in proportion to the binary's size), and the Go heap as the runtime sees it.
+type memBreakdown struct {
+	anonMB, fileMB     float64 // RssAnon, RssFile of /proc/PID/status
+	heapInuseMB        float64 // go_memstats_heap_inuse_bytes
+	heapAllocMB        float64 // go_memstats_heap_alloc_bytes (live and not yet collected)
+	heapReleasedMB     float64 // go_memstats_heap_released_bytes
+	stackMB, goSysMB   float64 // go_memstats_stack_inuse_bytes, go_memstats_sys_bytes
+	binaryMB           float64 // size of the executable file
+	nextGCMB, gcCycles float64 // go_memstats_next_gc_bytes, go_gc_duration_seconds_count
+	cpuSeconds         float64 // process_cpu_seconds_total: CPU used since the start
+}
+
+func (m memBreakdown) String() string {
+	return fmt.Sprintf("anon %.1f MB, file %.1f MB (binary %.1f MB); Go heap in use %.1f MB (allocated %.1f, released %.1f, next GC at %.1f), stacks %.1f MB, runtime sys %.1f MB, %v GCs, %.2f s CPU",
+		m.anonMB, m.fileMB, m.binaryMB, m.heapInuseMB, m.heapAllocMB, m.heapReleasedMB, m.nextGCMB, m.stackMB, m.goSysMB, m.gcCycles, m.cpuSeconds)
+}
+
+// readMem reads pid's RSS split and, from the proxy's own /metrics, its Go memory statistics.
+func readMem(node *netlab.Node, pid int, bin string) memBreakdown {
+	var m memBreakdown
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				continue
+			}
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			switch k {
+			case "RssAnon":
+				m.anonMB = kb / 1024
+			case "RssFile":
+				m.fileMB = kb / 1024
+			}
+		}
+	}
+	if st, err := os.Stat(bin); err == nil {
+		m.binaryMB = float64(st.Size()) / (1 << 20)
+	}
+	g := scrapeMetrics(node, "go_")
+	mb := func(k string) float64 { return g[k] / (1 << 20) }
+	m.heapInuseMB, m.heapAllocMB, m.heapReleasedMB = mb("memstats_heap_inuse_bytes"), mb("memstats_heap_alloc_bytes"), mb("memstats_heap_released_bytes")
+	m.stackMB, m.goSysMB, m.nextGCMB = mb("memstats_stack_inuse_bytes"), mb("memstats_sys_bytes"), mb("memstats_next_gc_bytes")
+	m.gcCycles = g["gc_duration_seconds_count"]
+	m.cpuSeconds = scrapeMetrics(node, "process_")["cpu_seconds_total"]
+	return m
 }
 
 func benchSync(b *testing.B, services int) {
@@ -82,10 +136,15 @@ func benchSync(b *testing.B, services int) {
 			"--metrics-bind-address=0.0.0.0:10249", "--healthz-bind-address=0.0.0.0:10256",
 			"--iptables-sync-period=1h", "--iptables-min-sync-period=0s", "--conntrack-max-per-core=0", "--v=1"}
 	}
+	agent := shared.agent
+	if a := os.Getenv(agentEnv); a != "" {
+		agent = a
+		b.Logf("measuring portico-agent %s", agent)
+	}
 	b.ResetTimer()
-	portico := measure(b, nodes[2], "portico_agent_", limit, ns, slices, shared.agent,
+	portico := measure(b, nodes[2], "portico_agent_", limit, ns, slices, agent,
 		agentArgs(nodes[2].Name, "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
-	porticoNFT := measure(b, nodes[6], "portico_agent_", limit, ns, slices, shared.agent,
+	porticoNFT := measure(b, nodes[6], "portico_agent_", limit, ns, slices, agent,
 		agentArgs(nodes[6].Name, "--proxy-mode=nftables", "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
 	kubeProxy := measure(b, nodes[3], "kubeproxy_", limit, ns, slices, bins.KubeProxy, kubeProxyArgs(nodes[3], "iptables")...)
 	kubeProxyNFT := measure(b, nodes[7], "kubeproxy_", limit, ns, slices, bins.KubeProxy, kubeProxyArgs(nodes[7], "nftables")...)
@@ -176,7 +235,8 @@ func measure(b *testing.B, node *netlab.Node, prefix string, limit time.Duration
 		b.Logf("%s: one-endpoint syncs %v", node.Name, partials)
 	}
 	f.rssMB = rssMB(p.Pid())
-	b.Logf("%s: full sync %s, one-endpoint sync %s, RSS %.1f MB", node.Name, f.full.Round(time.Millisecond), f.partial.Round(10*time.Microsecond), f.rssMB)
+	f.mem = readMem(node, p.Pid(), bin)
+	b.Logf("%s: full sync %s, one-endpoint sync %s, RSS %.1f MB: %s", node.Name, f.full.Round(time.Millisecond), f.partial.Round(10*time.Microsecond), f.rssMB, f.mem)
 	return f
 }
 

@@ -15,10 +15,14 @@ import (
 )
 
 // TestDeployManifestIsSufficient applies deploy/agent.yaml (RBAC for real, the DaemonSet as a
-// server-side dry run, which also checks its fields) and runs an agent on node4 with the
-// ServiceAccount's own token and the DaemonSet's flags: it must serve a NodePort and write its
-// Warning Event, and nothing it asks the apiserver for may be forbidden.
-func TestDeployManifestIsSufficient(t *testing.T) {
+// server-side dry run, which also checks its fields) and runs an agent with the
+// ServiceAccount's own token and the DaemonSet's flags, in each proxy mode (the DaemonSet sets
+// none: the default; the other is one flag away), on node4 (iptables) or node3 (nftables): it
+// must serve a NodePort and write its Warning Event, and nothing it asks the apiserver for may
+// be forbidden.
+func TestDeployManifestIsSufficient(t *testing.T) { forModes(t, testDeployManifestIsSufficient) }
+
+func testDeployManifestIsSufficient(t *testing.T) {
 	e := newEnv(t)
 	if err := shared.cluster.Apply(e.ctx, "../../../deploy/agent.yaml", "DaemonSet"); err != nil {
 		t.Fatal(err)
@@ -33,7 +37,10 @@ func TestDeployManifestIsSufficient(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := shared.lab.Nodes()[3]
-	// Something on node4 holds the health check port the Service will get, so the agent has an
+	if e.mode == modeNFTables {
+		node = shared.lab.Nodes()[2]
+	}
+	// Something on the node holds the health check port the Service will get, so the agent has an
 	// Event to write.
 	var hold net.Listener
 	var hc int32
@@ -43,12 +50,13 @@ func TestDeployManifestIsSufficient(t *testing.T) {
 		}
 	}
 	if hold == nil {
-		t.Fatal("no free port in 32600-32699 on node4")
+		t.Fatalf("no free port in 32600-32699 on %s", node.Name)
 	}
 	defer hold.Close()
 
 	p := e.ownAgent(node, "--kubeconfig="+kubeconfig, "--hostname-override="+node.Name,
-		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=127.0.0.1:10249", "-v=1")
+		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=127.0.0.1:10249", "-v=1",
+		"--proxy-mode="+e.mode)
 
 	e.backend(e.node1, "a", "deploy")
 	svc := e.service("deploy", "deploy", loadBalancer, local, func(s *corev1.Service) {
@@ -56,11 +64,11 @@ func TestDeployManifestIsSufficient(t *testing.T) {
 		s.Spec.Ports[0].TargetPort = intstr.FromInt32(8080)
 	})
 	np := svc.Spec.Ports[0].NodePort
-	// externalTrafficPolicy: Local with the endpoint on node1: node4 drops its NodePort, node1's
-	// serves it. A NodePort Service checks that node4 forwards.
+	// externalTrafficPolicy: Local with the endpoint on node1: the agent's node drops its
+	// NodePort, node1's serves it. A NodePort Service checks that the agent's node forwards.
 	plain := e.service("deploy-cluster", "deploy", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort })
 	e.reach(e.client, "tcp", addrPort(node.Addr, plain.Spec.Ports[0].NodePort))
-	e.wantDropped(e.client, addrPort(node.Addr, np), "node4's Local NodePort without a local endpoint")
+	e.wantDropped(e.client, addrPort(node.Addr, np), node.Name+"'s Local NodePort without a local endpoint")
 	e.eventually("the agent's FailedToStartServiceHealthcheck Event", 60*time.Second, func() error {
 		list, err := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{})
 		if err != nil {

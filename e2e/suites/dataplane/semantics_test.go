@@ -300,7 +300,15 @@ func testExternalIPs(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// TestHealthCheckNodePortBindFailureEvent: a healthCheckNodePort the agent cannot open (the port
+// is held by something else on the node) gets kube-proxy's Warning Event, and the agent opens
+// it once the port is free. Health checks are the same code in both modes; the test runs in
+// both because each mode's proxier says where they listen.
 func TestHealthCheckNodePortBindFailureEvent(t *testing.T) {
+	forModes(t, testHealthCheckNodePortBindFailureEvent)
+}
+
+func testHealthCheckNodePortBindFailureEvent(t *testing.T) {
 	e := newEnv(t)
 	e.backend(e.node2, "a", "hcfail")
 	// Something on node1 already holds the port the Service will ask for.
