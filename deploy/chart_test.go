@@ -259,7 +259,7 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("the agent's kubeconfig: cluster %+v, user %+v", cl, u)
 	}
 	if cfg.Kubeconfig != "/etc/portico/agent/kubeconfig" || cfg.Master != "" || len(cfg.ClusterCIDRs) != 2 || !slices.Equal(cfg.Announcers, []string{"l2"}) ||
-		!cfg.Membership.Enabled || cfg.Membership.SecretFile != "/etc/portico/membership/secret" || cfg.ProxyMode != config.ProxyModeIPTables ||
+		!cfg.Membership.Enabled || cfg.Membership.SecretFile != "/etc/portico/membership/secret" || cfg.ProxyMode != config.ProxyModeNFTables ||
 		cfg.IgnoreExcludeLB || cfg.NodeName != "node1" || cfg.HealthzBindAddress != "0.0.0.0:10256" {
 		t.Errorf("the agent reads from its ConfigMap and args: %+v", cfg)
 	}
