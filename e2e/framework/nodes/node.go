@@ -138,9 +138,8 @@ func (n *Node) start(ctx context.Context, c *Cluster) error {
 	}
 	step("containerd ready")
 	for _, img := range c.images {
-		out, err := process.Run(ctx, "ctr", "--address", n.ContainerdSocket(), "--namespace", "k8s.io", "images", "import", img.Archive)
-		if err != nil {
-			return fmt.Errorf("importing %s on %s: %w: %s", img.Ref, n.Name, err, out)
+		if err := n.ImportImage(ctx, img.Archive); err != nil {
+			return err
 		}
 	}
 	step("images imported")
@@ -157,6 +156,17 @@ func (n *Node) start(ctx context.Context, c *Cluster) error {
 		"--v=0",
 	)...)
 	return err
+}
+
+// ImportImage loads an image archive (OCI layout or docker-archive tar) into the node's
+// containerd, in the namespace the kubelet's CRI uses, with `ctr images import`: its pods
+// can then run it with ImagePullPolicy Never or IfNotPresent.
+func (n *Node) ImportImage(ctx context.Context, archive string) error {
+	out, err := process.Run(ctx, "ctr", "--address", n.ContainerdSocket(), "--namespace", "k8s.io", "images", "import", archive)
+	if err != nil {
+		return fmt.Errorf("importing %s on %s: %w: %s", filepath.Base(archive), n.Name, err, out)
+	}
+	return nil
 }
 
 // stop kills kubelet and containerd (the cluster is torn down: nothing is drained), then

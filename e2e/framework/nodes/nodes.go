@@ -37,6 +37,11 @@ type Options struct {
 	// DNS runs CoreDNS (built by k8sbin.EnsureCoreDNS) as the kube-dns Service at
 	// DNSServiceIP, the kubelets' clusterDNS.
 	DNS bool
+	// Clients adds client namespaces on the nodes' LAN (netlab's client1..clientN, Lab.Clients),
+	// e.g. for a user reaching a load balancer's VIP.
+	Clients int
+	// Router adds the lab's router namespace on the LAN (Lab.Router), e.g. for a BGP peer.
+	Router bool
 	// Logf receives progress lines; New defaults it to t.Logf, Start discards them.
 	Logf func(format string, args ...any)
 }
@@ -145,7 +150,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	var imagesErr error
 	images.Go(func() { imagesErr = c.buildImages(ctx, opts.DNS) })
 	defer images.Wait() // an early return must not leave the build writing into Dir
-	if c.Lab, err = netlab.NewE(netlab.Options{Nodes: opts.Nodes, RootLink: true, Logf: c.logf}); err != nil {
+	if c.Lab, err = netlab.NewE(netlab.Options{Nodes: opts.Nodes, Clients: opts.Clients, Router: opts.Router, RootLink: true, Logf: c.logf}); err != nil {
 		return err
 	}
 	if c.pki, err = writeKubeletClientPKI(c.Dir); err != nil {
