@@ -251,7 +251,7 @@ func (c Module) build(ctx context.Context, opts Options, binDir string) error {
 	for _, name := range missing {
 		if pkg, ok := c.Tests[name]; ok {
 			built[name] = filepath.Join(tmp, name)
-			if err := goCmd(ctx, src, "test", "-c", "-trimpath", "-o", built[name], "-ldflags", ldflags, pkg); err != nil {
+			if err := goCmd(ctx, src, "test", "-c", "-vet=off", "-trimpath", "-o", built[name], "-ldflags", ldflags, pkg); err != nil {
 				return fmt.Errorf("building %s: %w", name, err)
 			}
 		}

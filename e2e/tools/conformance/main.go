@@ -1,0 +1,102 @@
+// Command conformance runs the upstream Kubernetes e2e `[sig-network] Services` and
+// LoadBalancers specs against Portico and, side by side, kube-proxy's iptables and nftables
+// modes, each on a fresh cluster of real kubelets (e2e/framework/conformance), and writes the
+// results table; `make conformance` runs it as root and puts the table into the README.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/portico-lb/portico/e2e/framework/conformance"
+)
+
+func main() {
+	columns := flag.String("columns", "portico,iptables,nftables", "comma list of columns: portico, iptables, nftables")
+	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
+	procs := flag.Int("procs", 3, "parallel ginkgo processes per column")
+	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
+	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
+	flag.Parse()
+	if err := run(*columns, *selection, *procs, *out, *readme); err != nil {
+		log.Fatalf("conformance: %v", err)
+	}
+}
+
+func run(columns, selection string, procs int, out, readme string) error {
+	var cols []conformance.Column
+	for _, name := range strings.Split(columns, ",") {
+		c, err := conformance.ColumnByName(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		cols = append(cols, c)
+	}
+	sel := conformance.Full
+	switch selection {
+	case "full":
+	case "fast":
+		sel = conformance.Fast
+	default:
+		return fmt.Errorf("no selection %q (full, fast)", selection)
+	}
+	if out == "" {
+		dir, err := os.MkdirTemp("", "portico-conformance-")
+		if err != nil {
+			return err
+		}
+		out = dir
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	begin := time.Now()
+	bins, err := conformance.Build(ctx, log.Printf)
+	if err != nil {
+		return err
+	}
+	imgDir := filepath.Join(out, "images")
+	if err := os.MkdirAll(imgDir, 0o755); err != nil {
+		return err
+	}
+	imgs, err := conformance.BuildImages(ctx, imgDir, bins, log.Printf)
+	if err != nil {
+		return err
+	}
+	log.Printf("conformance: programs and images ready after %s", time.Since(begin).Round(time.Second))
+	var results []conformance.ColumnResult
+	for _, col := range cols {
+		r := conformance.RunColumn(ctx, col, conformance.ColumnOptions{
+			Binaries: bins, Images: imgs, Selection: sel, Dir: out, Procs: procs,
+			Install: install, Logf: log.Printf,
+		})
+		if r.Err != nil {
+			log.Printf("conformance: %s: %v", col.Name, r.Err)
+		}
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	table := conformance.Table(results)
+	fmt.Print(table)
+	summary := fmt.Sprintf("%s, %d ginkgo processes per column; whole run %s (`make conformance`, %s).\n\n",
+		sel.Name, procs, time.Since(begin).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
+	if err := os.WriteFile(filepath.Join(out, "table.md"), []byte(summary+table), 0o644); err != nil {
+		return err
+	}
+	log.Printf("conformance: reports in %s", out)
+	if readme != "" {
+		if err := conformance.WriteBetweenMarkers(readme, summary+table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
