@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -23,10 +24,14 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/spf13/pflag"
 	"helm.sh/helm/v4/pkg/chart/v2/lint"
 	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+
+	"github.com/portico-lb/portico/config"
 )
 
 // baseValues are the smallest valid values: the controller needs its classes.
@@ -239,39 +244,141 @@ func TestAgentDaemonSet(t *testing.T) {
 	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Privileged != nil && *sc.Privileged {
 		t.Errorf("security context %+v", sc)
 	}
-	for _, arg := range []string{"--master=https://198.18.0.10:6443", "--cluster-cidr=10.244.0.0/16,fd00:10:244::/56", "--announce=l2", "--membership"} {
-		if !slices.Contains(c.Args, arg) {
-			t.Errorf("args %v lack %s", c.Args, arg)
-		}
+	cfg := agentConfig(t, objs, c.Args)
+	// The API server at its own address, with the pod's service-account token and CA: no
+	// ClusterIP (which the agent itself programs) on the way.
+	kc, err := clientcmd.Load([]byte(typed[corev1.ConfigMap](t, objs, "ConfigMap/portico-agent").Data["kubeconfig"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl, u := kc.Clusters[kc.Contexts[kc.CurrentContext].Cluster], kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]; cl.Server != "https://198.18.0.10:6443" ||
+		cl.CertificateAuthority != "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt" || u.TokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+		t.Errorf("the agent's kubeconfig: cluster %+v, user %+v", cl, u)
+	}
+	if cfg.Kubeconfig != "/etc/portico/agent/kubeconfig" || cfg.Master != "" || len(cfg.ClusterCIDRs) != 2 || !slices.Equal(cfg.Announcers, []string{"l2"}) ||
+		!cfg.Membership.Enabled || cfg.Membership.SecretFile != "/etc/portico/membership/secret" || cfg.ProxyMode != config.ProxyModeIPTables ||
+		cfg.IgnoreExcludeLB || cfg.NodeName != "node1" || cfg.HealthzBindAddress != "0.0.0.0:10256" {
+		t.Errorf("the agent reads from its ConfigMap and args: %+v", cfg)
 	}
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/livez" {
 		t.Errorf("liveness %+v", c.LivenessProbe)
 	}
-	// Without an API server address the agent is not given --master; with bgp only there is no
-	// membership and no Secret.
-	objs = mustRender(t, with(baseValues(), "agent.announce", []any{"bgp"}))
+	// Without an API server address the agent is given no kubeconfig (in-cluster); with bgp
+	// only there is no membership and no Secret.
+	objs = mustRender(t, with(with(with(baseValues(), "agent.announce", []any{"bgp"}), "agent.mode", "nftables"), "ignoreExcludeLB", true))
 	ds = typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent")
-	for _, a := range ds.Spec.Template.Spec.Containers[0].Args {
-		if strings.HasPrefix(a, "--master") || strings.HasPrefix(a, "--membership") {
-			t.Errorf("bgp only: unexpected %s", a)
-		}
+	cfg = agentConfig(t, objs, ds.Spec.Template.Spec.Containers[0].Args)
+	if cfg.Kubeconfig != "" || cfg.Master != "" || cfg.Membership.Enabled || !slices.Equal(cfg.Announcers, []string{"bgp"}) || cfg.ProxyMode != config.ProxyModeNFTables || !cfg.IgnoreExcludeLB {
+		t.Errorf("bgp only, nftables, ignoreExcludeLB: the agent reads %+v", cfg)
+	}
+	if cm := typed[corev1.ConfigMap](t, objs, "ConfigMap/portico-controller"); !strings.Contains(cm.Data["config.yaml"], "ignoreExcludeLB: true") {
+		t.Errorf("ignoreExcludeLB: the controller's configuration lacks it:\n%s", cm.Data["config.yaml"])
 	}
 	if _, ok := objs["Secret/portico-membership"]; ok {
 		t.Error("bgp only: a membership Secret")
 	}
 }
 
-// secretsProvider serves Secrets from a fake dynamic client to the chart's lookup.
+// agentConfig is what portico-agent makes of the rendered ConfigMap/portico-agent (its --config
+// file) and args, through the config package as the binary reads them (strict decoding, flags over the file);
+// NODE_NAME is node1.
+func agentConfig(t *testing.T, objs map[string]*unstructured.Unstructured, args []string) config.Agent {
+	t.Helper()
+	cm := typed[corev1.ConfigMap](t, objs, "ConfigMap/portico-agent")
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(file, []byte(cm.Data["config.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.DefaultAgent()
+	fs := pflag.NewFlagSet("portico-agent", pflag.ContinueOnError)
+	cfg.BindFlags(fs)
+	var expanded []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "--v=") {
+			continue // klog's, bound by main
+		}
+		a = strings.ReplaceAll(a, "$(NODE_NAME)", "node1")
+		expanded = append(expanded, strings.Replace(a, "/etc/portico/agent/config.yaml", file, 1))
+	}
+	if err := fs.Parse(expanded); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Complete(fs); err != nil {
+		t.Fatalf("the agent refuses its configuration: %v\n%s", err, cm.Data["config.yaml"])
+	}
+	return cfg
+}
+
+// secretsProvider serves Secrets (namespaced) and Nodes from a fake dynamic client to the
+// chart's lookup.
 type secretsProvider struct{ client dynamic.Interface }
 
 func (p secretsProvider) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
+	if kind == "Node" {
+		return p.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}), false, nil
+	}
 	return p.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}), true, nil
+}
+
+// fakeCluster is a fake dynamic client holding objs, able to list Secrets and Nodes.
+func fakeCluster(objs ...runtime.Object) secretsProvider {
+	return secretsProvider{dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "secrets"}: "SecretList",
+		{Version: "v1", Resource: "nodes"}:   "NodeList",
+	}, objs...)}
+}
+
+// TestCleanupJob: the post-delete hook runs portico-agent --cleanup once on each node the
+// agent runs on (counted by lookup at install), one pod per node; without a cluster (helm
+// template, the plain manifests) or with cleanupOnUninstall false there is no Job.
+func TestCleanupJob(t *testing.T) {
+	ch := loadChart(t)
+	node := func(name, os string) runtime.Object {
+		n := &unstructured.Unstructured{}
+		n.SetAPIVersion("v1")
+		n.SetKind("Node")
+		n.SetName(name)
+		n.SetLabels(map[string]string{"kubernetes.io/os": os})
+		return n
+	}
+	cluster := fakeCluster(node("a", "linux"), node("b", "linux"), node("w", "windows"))
+	out, err := render(ch, with(baseValues(), "agent.mode", "nftables"), renderOpts{lookup: cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := typed[batchv1.Job](t, objects(t, out), "Job/portico-agent-cleanup")
+	if job.Annotations["helm.sh/hook"] != "post-delete" {
+		t.Errorf("hook %q, want post-delete", job.Annotations["helm.sh/hook"])
+	}
+	if job.Spec.Completions == nil || *job.Spec.Completions != 2 || job.Spec.Parallelism == nil || *job.Spec.Parallelism != 2 {
+		t.Errorf("completions %v parallelism %v, want 2 (the linux nodes)", job.Spec.Completions, job.Spec.Parallelism)
+	}
+	pod := job.Spec.Template.Spec
+	if aa := pod.Affinity; aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" || !pod.HostNetwork {
+		t.Errorf("pods not one per node on the host's network: %+v", pod)
+	}
+	if c := pod.Containers[0]; !slices.Equal(c.Args, []string{"--cleanup", "--proxy-mode=nftables"}) || !strings.Contains(c.Image, "portico-agent") {
+		t.Errorf("cleanup container %s %v", c.Image, c.Args)
+	}
+	if out, err = render(ch, baseValues(), renderOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := objects(t, out)["Job/portico-agent-cleanup"]; ok {
+		t.Error("a cleanup Job without a cluster to count nodes in")
+	}
+	if out, err = render(ch, with(baseValues(), "agent.cleanupOnUninstall", false), renderOpts{lookup: cluster}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := objects(t, out)["Job/portico-agent-cleanup"]; ok {
+		t.Error("a cleanup Job with cleanupOnUninstall false")
+	}
 }
 
 // TestMembershipSecret: the key is random at install and kept at upgrade (lookup).
 func TestMembershipSecret(t *testing.T) {
 	ch := loadChart(t)
-	empty := secretsProvider{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())}
+	empty := fakeCluster()
 	key := func(out map[string]string) string {
 		t.Helper()
 		s := typed[corev1.Secret](t, objects(t, out), "Secret/portico-membership")
@@ -295,10 +402,7 @@ func TestMembershipSecret(t *testing.T) {
 	existing.SetNamespace(namespace)
 	existing.SetName("portico-membership")
 	existing.Object["data"] = map[string]any{"secret": base64.StdEncoding.EncodeToString([]byte("kept-key"))}
-	scheme := runtime.NewScheme()
-	scheme.AddKnownTypeWithName(schema.GroupVersionKind{Version: "v1", Kind: "Secret"}, &unstructured.Unstructured{})
-	scheme.AddKnownTypeWithName(schema.GroupVersionKind{Version: "v1", Kind: "SecretList"}, &unstructured.UnstructuredList{})
-	cluster := secretsProvider{dynamicfake.NewSimpleDynamicClient(scheme, existing)}
+	cluster := fakeCluster(existing)
 	up, err := render(ch, baseValues(), renderOpts{upgrade: true, lookup: cluster})
 	if err != nil {
 		t.Fatal(err)

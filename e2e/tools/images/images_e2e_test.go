@@ -19,13 +19,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/portico-lb/portico/e2e/framework/images"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
 // build runs Build into fresh output and work directories, with the shared package cache.
-func build(t *testing.T, ctx context.Context) []Result {
+func build(t *testing.T, ctx context.Context) []images.Result {
 	t.Helper()
-	res, err := Build(ctx, Options{
+	res, err := images.Build(ctx, images.Options{
 		Repo: "example.org/portico", Version: "v0.0.0-test", Out: t.TempDir(), Work: t.TempDir(),
 		DebCache: filepath.Join(prereq.CacheDir(), "debs"), Log: t.Logf,
 	})
@@ -44,10 +45,10 @@ func TestImages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	first, second := build(t, ctx), build(t, ctx)
-	if len(first) != len(Binaries) || len(second) != len(Binaries) {
-		t.Fatalf("built %d and %d images, want %d", len(first), len(second), len(Binaries))
+	if len(first) != len(images.Binaries) || len(second) != len(images.Binaries) {
+		t.Fatalf("built %d and %d images, want %d", len(first), len(second), len(images.Binaries))
 	}
-	var agent Result
+	var agent images.Result
 	for i := range first {
 		a, b := first[i], second[i]
 		t.Logf("%s %s %.1f MB", a.Ref, a.Digest, float64(a.Size)/1e6)

@@ -1,5 +1,5 @@
 // Command images builds Portico's container images without Docker and without a registry
-// (package internal/ociimage): one OCI archive per binary (portico-agent, portico-controller,
+// (package e2e/framework/images on internal/ociimage): one OCI archive per binary (portico-agent, portico-controller,
 // portico-ccm) in -out, tagged <repo>/<binary>:<version> with the version the binaries print
 // with --version. The binaries are static (CGO_ENABLED=0); portico-controller and portico-ccm
 // run as nonroot (65532) on a base of /etc/passwd, /etc/group and CA certificates;
@@ -20,11 +20,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/portico-lb/portico/e2e/framework/images"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
 func main() {
-	o := Options{Log: log.Printf}
+	o := images.Options{Log: log.Printf}
 	flag.StringVar(&o.Out, "out", "bin/images", "directory the archives are written to (<binary>.tar)")
 	flag.StringVar(&o.Repo, "repo", "ghcr.io/portico-lb", "image name prefix: <repo>/<binary>:<version>")
 	flag.StringVar(&o.Version, "version", "", "tag and --version of the binaries (required; make images passes git describe)")
@@ -45,7 +46,7 @@ func main() {
 	}
 	o.Work = work
 	start := time.Now()
-	res, err := Build(ctx, o)
+	res, err := images.Build(ctx, o)
 	os.RemoveAll(work)
 	if err != nil {
 		log.Fatalf("images: %v", err)

@@ -10,3 +10,49 @@ app.kubernetes.io/name: {{ .name }}
 app.kubernetes.io/part-of: portico
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- end -}}
+
+{{/* portico-agent's AgentConfiguration (config package) from the values, for the root context. */}}
+{{- define "portico.agentConfig" -}}
+{{- $a := .Values.agent -}}
+apiVersion: config.portico-lb.io/v1alpha1
+kind: AgentConfiguration
+{{- if $a.apiServer }}
+kubeconfig: /etc/portico/agent/kubeconfig
+{{- end }}
+mode: {{ $a.mode }}
+healthzBindAddress: 0.0.0.0:{{ $a.healthzPort }}
+metricsBindAddress: {{ $a.metricsBindAddress }}
+{{- with $a.clusterCIDRs }}
+clusterCIDRs: {{ toJson . }}
+{{- end }}
+{{- with $a.announce }}
+announce: {{ toJson . }}
+{{- end }}
+ignoreExcludeLB: {{ .Values.ignoreExcludeLB }}
+{{- if has "l2" $a.announce }}
+membership:
+  enabled: true
+  port: {{ $a.membership.port }}
+  secretFile: /etc/portico/membership/secret
+{{- end }}
+{{- end -}}
+
+{{/* portico-agent's kubeconfig when agent.apiServer is set: the API server at that address,
+  with the pod's service-account token and cluster CA (as kubeadm configures kube-proxy). */}}
+{{- define "portico.agentKubeconfig" -}}
+apiVersion: v1
+kind: Config
+clusters:
+  - name: default
+    cluster:
+      server: {{ .Values.agent.apiServer }}
+      certificate-authority: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+users:
+  - name: default
+    user:
+      tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+contexts:
+  - name: default
+    context: {cluster: default, user: default}
+current-context: default
+{{- end -}}

@@ -1,0 +1,517 @@
+package install
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
+
+	"github.com/portico-lb/portico/e2e/framework/install"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/nodes"
+	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/wait"
+	"github.com/portico-lb/portico/nodeproxy/nftables"
+	"github.com/portico-lb/portico/nodeproxy/rules"
+)
+
+const (
+	echoPort = 8080
+	// pool is the AddressPool's addresses, inside the range test clusters keep for load
+	// balancers; onLink is the client's on-link route for them (it resolves VIPs by ARP).
+	pool   = "198.18.221.0/28"
+	onLink = "198.18.221.0/24"
+)
+
+// TestInstall is the install story: helm install on a cluster without kube-proxy, a
+// LoadBalancer Service reached from the LAN, helm upgrade under traffic, helm uninstall
+// leaving nothing.
+func TestInstall(t *testing.T) {
+	c := nodes.New(t, nodes.Options{Nodes: 3, DNS: true, Clients: 1})
+	ctx := t.Context()
+	cs := c.Client()
+	t.Logf("cluster of %d nodes with CoreDNS started in %s", len(c.Nodes), c.Started.Round(time.Millisecond))
+	client := c.Lab.Clients()[0]
+	if _, err := client.Exec(ctx, "ip", "route", "add", onLink, "dev", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The images first (built once per source version, then found in the cache), so that the
+	// install time below is the install's.
+	tag, err := install.DefaultTag(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := time.Now()
+	if _, err := install.BuildImages(ctx, tag, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("images %s built or found in %s", tag, time.Since(built).Round(time.Millisecond))
+
+	// A user's workload, before Portico: three echo pods, a LoadBalancer Service that stays
+	// pending, as no load-balancer controller runs yet.
+	wait.For(t, time.Minute, "the default ServiceAccount and kube-root-ca.crt", func() error {
+		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return err
+		}
+		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err
+	})
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, echoDeployment(c.EchoImage, 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svcs := services.Helper{TB: t, CS: cs, Namespace: "default", Timeout: 3 * time.Minute}
+	svcs.Create(svcs.LoadBalancer("echo", services.WithClass(install.DefaultClass), func(s *corev1.Service) {
+		s.Spec.Selector = map[string]string{"app": "echo"}
+		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: echoPort, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP}}
+	}))
+	var pods []corev1.Pod
+	wait.For(t, 3*time.Minute, "3 echo pods Ready", func() error {
+		pl, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=echo"})
+		if err != nil {
+			return err
+		}
+		pods = pl.Items
+		ready := 0
+		for _, p := range pods {
+			if podReady(&p) {
+				ready++
+			}
+		}
+		if ready != 3 || len(pods) != 3 {
+			return fmt.Errorf("%d of %d pods Ready", ready, len(pods))
+		}
+		return nil
+	})
+
+	// helm install, no kube-proxy anywhere: the agent is the service proxy.
+	begin := time.Now()
+	r := install.Must(t, c, install.Options{Tag: tag, Pool: netip.MustParsePrefix(pool)})
+	t.Logf("helm install to release ready (images imported, agents Ready on 3 nodes, controller available): %s", time.Since(begin).Round(time.Millisecond))
+
+	svc := svcs.Wait("echo", "an ingress IP from the pool", func(s *corev1.Service) string {
+		if len(s.Status.LoadBalancer.Ingress) != 1 {
+			return fmt.Sprintf("ingress %+v", s.Status.LoadBalancer.Ingress)
+		}
+		return ""
+	})
+	vip := netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
+	if !netip.MustParsePrefix(pool).Contains(vip) {
+		t.Fatalf("VIP %s is not from the pool %s", vip, pool)
+	}
+	target := netip.AddrPortFrom(vip, echoPort)
+	var reply netlab.Reply
+	err = wait.Poll(ctx, 100*time.Millisecond, 2*time.Minute, "the client on the LAN served through "+target.String(), func(ctx context.Context) error {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var err error
+		reply, err = client.Request(rctx, "tcp", target)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstServed := time.Since(begin)
+	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == reply.Server }) {
+		t.Errorf("the VIP was answered by %q, not an echo pod", reply.Server)
+	}
+	t.Logf("install to the first request served through the VIP %s (answered by %s): %s", vip, reply.Server, firstServed.Round(time.Millisecond))
+	rss, err := c.RSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resident memory of the whole cluster (control plane, 3 nodes, CoreDNS, 3 echo pods, Portico: 3 agents, 2 controllers): %d MiB", rss>>20)
+
+	t.Run("ClusterIP", func(t *testing.T) { clusterIPs(t, c, pods, svc) })
+	for _, n := range c.Nodes {
+		if left := portico(t, n); len(left) == 0 {
+			t.Fatalf("%s: no rules of the agent found (iptables-save has no %s chain): is the agent programming it?", n.Name, rules.Prefix)
+		}
+	}
+
+	t.Run("upgrade under traffic", func(t *testing.T) {
+		next := tag + "-next"
+		load := startTraffic(t, client, target, 4)
+		load.waitRounds(t, 5, "traffic flowing before the upgrade")
+		upgraded := time.Now()
+		if err := r.Upgrade(ctx, next, nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("helm upgrade to %s, every agent and controller replaced and Ready: %s", next, time.Since(upgraded).Round(time.Millisecond))
+		load.waitRounds(t, 5, "traffic flowing after the upgrade")
+		ok, failed, conns := load.stop()
+		t.Logf("during the upgrade: %d requests served (%d over %d held connections, the rest on new connections), %d failed", ok, conns, load.held, len(failed))
+		if len(failed) > 0 {
+			t.Errorf("%d requests failed during the upgrade, e.g. %s", len(failed), strings.Join(failed[:min(5, len(failed))], "; "))
+		}
+		after := svcs.Get("echo")
+		if got := after.Status.LoadBalancer.Ingress; len(got) != 1 || got[0].IP != vip.String() {
+			t.Errorf("the VIP changed in the upgrade: ingress %+v, was %s", got, vip)
+		}
+	})
+
+	t.Run("uninstall leaves nothing", func(t *testing.T) {
+		svcs.Delete("echo")
+		svcs.WaitGone("echo")
+		uninstalled := time.Now()
+		if err := r.Uninstall(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Gone(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("helm uninstall (objects and pods gone, cleanup hook done): %s", time.Since(uninstalled).Round(time.Millisecond))
+		for _, n := range c.Nodes {
+			if left := portico(t, n); len(left) > 0 {
+				t.Errorf("%s: left behind after uninstall:\n%s", n.Name, strings.Join(left, "\n"))
+			}
+		}
+		// No node answers ARP for the VIP any more: arping gets no reply.
+		if out, err := client.Exec(ctx, "arping", "-c", "3", "-w", "3", "-I", "eth0", vip.String()); err == nil {
+			t.Errorf("a node still answers ARP for %s after uninstall:\n%s", vip, out)
+		}
+		leftovers(t, c, r)
+	})
+}
+
+// clusterIPs: the agents made ClusterIPs work without kube-proxy: CoreDNS answers through the
+// kube-dns ClusterIP from a node (UDP and TCP), and a pod reaches the echo Service's ClusterIP.
+func clusterIPs(t *testing.T, c *nodes.Cluster, pods []corev1.Pod, svc *corev1.Service) {
+	ctx := t.Context()
+	from := c.Nodes[0]
+	name := "echo.default.svc." + nodes.DNSDomain + "."
+	for _, proto := range []string{"udp", "tcp"} {
+		resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			if proto == "tcp" {
+				return from.Lab.DialTCP(ctx, netip.AddrPortFrom(nodes.DNSServiceIP, 53))
+			}
+			return from.Lab.DialUDP(ctx, netip.AddrPortFrom(nodes.DNSServiceIP, 53))
+		}}
+		var got []string
+		wait.For(t, time.Minute, "CoreDNS through the kube-dns ClusterIP over "+proto+" to answer "+name, func() error {
+			var err error
+			got, err = resolver.LookupHost(ctx, name)
+			return err
+		})
+		if !slices.Equal(got, []string{svc.Spec.ClusterIP}) {
+			t.Errorf("kube-dns ClusterIP %s over %s answers %s with %v, want [%s]", nodes.DNSServiceIP, proto, name, got, svc.Spec.ClusterIP)
+		}
+	}
+	pod := pods[0]
+	stdout, stderr, err := execIn(ctx, c, pod, "/echoserver", "-dial", net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(echoPort)))
+	if err != nil {
+		t.Fatalf("pod %s dialling ClusterIP %s: %v (%s)", pod.Name, svc.Spec.ClusterIP, err, stderr)
+	}
+	reply, err := netlab.ParseReply(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == reply.Server }) {
+		t.Errorf("pod %s dialled the ClusterIP and got %q, not an echo pod", pod.Name, reply.Server)
+	}
+}
+
+// portico lists what the agent owns in node n's network namespace: iptables chains named with
+// rules.Prefix (both families) and the nftables table nftables.TableName.
+func portico(t *testing.T, n *nodes.Node) []string {
+	t.Helper()
+	var found []string
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := n.Lab.Exec(t.Context(), save)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, rules.Prefix) {
+				found = append(found, save+": "+line)
+			}
+		}
+	}
+	out, err := n.Lab.Exec(t.Context(), "nft", "list", "tables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[2] == nftables.TableName {
+			found = append(found, "nft: "+line)
+		}
+	}
+	return found
+}
+
+// leftovers: no object of the release stays: pods, the agent's and controller's workloads,
+// ConfigMaps, the membership Secret, Helm's release Secrets, the cleanup Job, RBAC.
+func leftovers(t *testing.T, c *nodes.Cluster, r *install.Release) {
+	ctx := t.Context()
+	cs := c.Client()
+	var left []string
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=portico"}
+	if l, err := cs.AppsV1().DaemonSets(r.Namespace).List(ctx, sel); err == nil {
+		for _, o := range l.Items {
+			left = append(left, "DaemonSet/"+o.Name)
+		}
+	} else {
+		t.Fatal(err)
+	}
+	if l, err := cs.AppsV1().Deployments(r.Namespace).List(ctx, sel); err == nil {
+		for _, o := range l.Items {
+			left = append(left, "Deployment/"+o.Name)
+		}
+	} else {
+		t.Fatal(err)
+	}
+	if l, err := cs.BatchV1().Jobs(r.Namespace).List(ctx, sel); err == nil {
+		for _, o := range l.Items {
+			left = append(left, "Job/"+o.Name)
+		}
+	} else {
+		t.Fatal(err)
+	}
+	if l, err := cs.CoreV1().ConfigMaps(r.Namespace).List(ctx, sel); err == nil {
+		for _, o := range l.Items {
+			left = append(left, "ConfigMap/"+o.Name)
+		}
+	} else {
+		t.Fatal(err)
+	}
+	if l, err := cs.CoreV1().Secrets(r.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range l.Items {
+			if strings.HasPrefix(o.Name, "portico") || strings.HasPrefix(o.Name, "sh.helm.release.v1."+r.Name) {
+				left = append(left, "Secret/"+o.Name)
+			}
+		}
+	} else {
+		t.Fatal(err)
+	}
+	if l, err := cs.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range l.Items {
+			if strings.HasPrefix(o.Name, "portico") {
+				left = append(left, "ClusterRole/"+o.Name)
+			}
+		}
+	} else {
+		t.Fatal(err)
+	}
+	if l, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range l.Items {
+			if strings.HasPrefix(o.Name, "portico") {
+				left = append(left, "ClusterRoleBinding/"+o.Name)
+			}
+		}
+	} else {
+		t.Fatal(err)
+	}
+	if l, err := cs.CoreV1().ServiceAccounts(r.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range l.Items {
+			if strings.HasPrefix(o.Name, "portico") {
+				left = append(left, "ServiceAccount/"+o.Name)
+			}
+		}
+	} else {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("helm uninstall left objects behind: %s", strings.Join(left, ", "))
+	}
+}
+
+// traffic is a client's continuous load on a VIP: held connections, each writing a line and
+// reading its echo in turn, and a loop opening a new connection per request.
+type traffic struct {
+	held   int
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	ok     atomic.Int64
+	onHeld atomic.Int64
+	rounds []atomic.Int64 // per worker (held connections, then the new-connection loop)
+	mu     sync.Mutex
+	failed []string
+}
+
+func startTraffic(t *testing.T, client *netlab.Host, target netip.AddrPort, held int) *traffic {
+	ctx, cancel := context.WithCancel(t.Context())
+	l := &traffic{held: held, cancel: cancel, rounds: make([]atomic.Int64, held+1)}
+	fail := func(format string, args ...any) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.failed = append(l.failed, fmt.Sprintf(format, args...))
+	}
+	for i := range held {
+		conn, err := client.DialTCP(ctx, target)
+		if err != nil {
+			cancel()
+			t.Fatalf("opening held connection %d: %v", i, err)
+		}
+		rd := bufio.NewReader(conn)
+		if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		greeting, err := rd.ReadString('\n')
+		if err != nil {
+			cancel()
+			t.Fatalf("held connection %d: reading the greeting: %v", i, err)
+		}
+		l.wg.Go(func() {
+			defer conn.Close()
+			for seq := 0; ctx.Err() == nil; seq++ {
+				line := fmt.Sprintf("conn %d request %d\n", i, seq)
+				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if _, err := conn.Write([]byte(line)); err != nil {
+					fail("held connection %d (%s) request %d: write: %v", i, strings.TrimSpace(greeting), seq, err)
+					return
+				}
+				got, err := rd.ReadString('\n')
+				if err != nil || got != line {
+					fail("held connection %d (%s) request %d: read %q: %v", i, strings.TrimSpace(greeting), seq, got, err)
+					return
+				}
+				l.ok.Add(1)
+				l.onHeld.Add(1)
+				l.rounds[i].Add(1)
+				if !pause(ctx, 20*time.Millisecond) {
+					return
+				}
+			}
+		})
+	}
+	l.wg.Go(func() {
+		for seq := 0; ctx.Err() == nil; seq++ {
+			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err := client.Request(rctx, "tcp", target)
+			rcancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				fail("new connection %d: %v", seq, err)
+			} else {
+				l.ok.Add(1)
+				l.rounds[held].Add(1)
+			}
+			if !pause(ctx, 20*time.Millisecond) {
+				return
+			}
+		}
+	})
+	t.Cleanup(func() { l.stop() })
+	return l
+}
+
+// pause paces a load loop (the request rate, not a wait for a state); false when ctx ended.
+func pause(ctx context.Context, d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-tm.C:
+		return true
+	}
+}
+
+// waitRounds waits until every worker has completed n more requests than now (or one failed).
+func (l *traffic) waitRounds(t *testing.T, n int64, what string) {
+	t.Helper()
+	start := make([]int64, len(l.rounds))
+	for i := range l.rounds {
+		start[i] = l.rounds[i].Load()
+	}
+	wait.For(t, 2*time.Minute, what, func() error {
+		l.mu.Lock()
+		failed := len(l.failed)
+		l.mu.Unlock()
+		if failed > 0 {
+			return wait.Stop(fmt.Errorf("%d requests failed: %s", failed, l.failed[0]))
+		}
+		for i := range l.rounds {
+			if got := l.rounds[i].Load() - start[i]; got < n {
+				return fmt.Errorf("worker %d: %d of %d requests", i, got, n)
+			}
+		}
+		return nil
+	})
+}
+
+// stop ends the load and returns the requests served, the failures and the requests served
+// over held connections.
+func (l *traffic) stop() (int64, []string, int64) {
+	l.cancel()
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ok.Load(), slices.Clone(l.failed), l.onHeld.Load()
+}
+
+func echoDeployment(image string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": "echo"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					}},
+					TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers: []corev1.Container{{
+						Name:            "echo",
+						Image:           image,
+						ImagePullPolicy: corev1.PullNever,
+						Args:            []string{"-tcp", fmt.Sprint(echoPort)},
+						Ports:           []corev1.ContainerPort{{ContainerPort: echoPort}},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(echoPort)}},
+							PeriodSeconds: 1,
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// execIn runs cmd in pod's first container (the apiserver's exec through the kubelet).
+func execIn(ctx context.Context, c *nodes.Cluster, pod corev1.Pod, cmd ...string) (string, string, error) {
+	req := c.Client().CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).
+		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+		Container: pod.Spec.Containers[0].Name, Command: cmd, Stdout: true, Stderr: true,
+	}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(c.ControlPlane.Config(), "POST", req.URL())
+	if err != nil {
+		return "", "", err
+	}
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	return stdout.String(), stderr.String(), err
+}
