@@ -75,7 +75,7 @@ func run(columns, selection string, procs int, out, readme string) error {
 	for _, col := range cols {
 		r := conformance.RunColumn(ctx, col, conformance.ColumnOptions{
 			Binaries: bins, Images: imgs, Selection: sel, Dir: out, Procs: procs,
-			Install: install, Logf: log.Printf,
+			Install: conformance.InstallPortico(log.Printf), Logf: log.Printf,
 		})
 		if r.Err != nil {
 			log.Printf("conformance: %s: %v", col.Name, r.Err)
