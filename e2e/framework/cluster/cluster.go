@@ -151,17 +151,27 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}()
 
+	serviceCIDRs := opts.ServiceCIDRs
+	if len(serviceCIDRs) == 0 {
+		serviceCIDRs = []string{ServiceCIDR}
+	}
+	// The serving certificate also names the kubernetes Service's ClusterIP (the first
+	// address of each Service CIDR), as a real cluster's does: pods reach the apiserver there
+	// once a service proxy runs.
 	hosts := []net.IP{net.ParseIP("127.0.0.1"), opts.BindAddress.AsSlice()}
+	for _, cidr := range serviceCIDRs {
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("parsing Service CIDR %q: %w", cidr, err)
+		}
+		hosts = append(hosts, p.Masked().Addr().Next().AsSlice())
+	}
 	if c.creds, err = writeCredentials(c.dir, hosts, opts.Tokens); err != nil {
 		return nil, fmt.Errorf("writing credentials: %w", err)
 	}
 	etcdURL, err := c.startEtcd(ctx, bins.Etcd)
 	if err != nil {
 		return nil, err
-	}
-	serviceCIDRs := opts.ServiceCIDRs
-	if len(serviceCIDRs) == 0 {
-		serviceCIDRs = []string{ServiceCIDR}
 	}
 	if err := c.startAPIServer(ctx, bins.KubeAPIServer, etcdURL, opts, serviceCIDRs); err != nil {
 		return nil, err

@@ -48,10 +48,12 @@ var (
 		Focus:   `\[sig-network\] (Services|LoadBalancers) `,
 		Timeout: 3 * time.Hour,
 	}
+	// Fast leaves out the [Slow] LoadBalancers specs but those of the source-IP group
+	// (ExternalTrafficPolicy: Local), which the Service's own traffic decides.
 	Fast = Selection{
-		Name:    "Conformance Services specs and LoadBalancers specs",
-		Focus:   `\[sig-network\] (Services .*\[Conformance\]|LoadBalancers )`,
-		Timeout: 40 * time.Minute,
+		Name:    "Conformance Services specs and the LoadBalancers specs not [Slow] or ExternalTrafficPolicy: Local",
+		Focus:   `\[sig-network\] (Services .*\[Conformance\]|LoadBalancers (ExternalTrafficPolicy: Local|\[Feature:LoadBalancer\] should be able to preserve UDP traffic))`,
+		Timeout: 30 * time.Minute,
 	}
 )
 
