@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -116,5 +117,7 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 		Skip:       o.Selection.Skip(),
 		Timeout:    o.Selection.Timeout,
 	})
+	// Kept beside the report for rendering the table later (the tool's -from).
+	_ = os.WriteFile(filepath.Join(o.Dir, strings.ReplaceAll(col.Name, " ", "-"), "took"), []byte(fmt.Sprintf("%d %d\n", res.Took, res.Setup)), 0o644)
 	return res
 }

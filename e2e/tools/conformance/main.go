@@ -25,7 +25,14 @@ func main() {
 	procs := flag.Int("procs", 3, "parallel ginkgo processes per column")
 	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
 	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
+	from := flag.String("from", "", "instead of running: render the table from earlier runs' -out directories, a comma list of column=dir (e.g. portico=/tmp/a,iptables=/tmp/b)")
 	flag.Parse()
+	if *from != "" {
+		if err := render(*from, *selection, *readme); err != nil {
+			log.Fatalf("conformance: %v", err)
+		}
+		return
+	}
 	if err := run(*columns, *selection, *procs, *out, *readme); err != nil {
 		log.Fatalf("conformance: %v", err)
 	}
@@ -97,6 +104,34 @@ func run(columns, selection string, procs int, out, readme string) error {
 		if err := conformance.WriteBetweenMarkers(readme, summary+table); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// render writes the table of earlier runs: each column's report.json in its run directory.
+func render(from, selection, readme string) error {
+	var results []conformance.ColumnResult
+	for _, item := range strings.Split(from, ",") {
+		name, dir, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("-from: %q is not column=dir", item)
+		}
+		col, err := conformance.ColumnByName(name)
+		if err != nil {
+			return err
+		}
+		colDir := filepath.Join(dir, strings.ReplaceAll(col.Name, " ", "-"))
+		specs, err := conformance.ReadReport(filepath.Join(colDir, "report.json"))
+		r := conformance.ColumnResult{Column: col, Specs: specs, Err: err}
+		if b, err := os.ReadFile(filepath.Join(colDir, "took")); err == nil {
+			fmt.Sscan(string(b), &r.Took, &r.Setup)
+		}
+		results = append(results, r)
+	}
+	table := fmt.Sprintf("%s selection; each column ran on its own cluster at the same time as the others.\n\n", selection) + conformance.Table(results)
+	fmt.Print(table)
+	if readme != "" {
+		return conformance.WriteBetweenMarkers(readme, table)
 	}
 	return nil
 }
