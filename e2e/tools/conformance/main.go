@@ -25,6 +25,7 @@ func main() {
 	procs := flag.Int("procs", 3, "parallel ginkgo processes per column")
 	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
 	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
+	timeout := flag.Duration("timeout", 0, "bound each column's ginkgo run (0: the selection's own bound); specs still running then are reported as interrupted")
 	from := flag.String("from", "", "instead of running: render the table from earlier runs' -out directories, a comma list of column=dir (e.g. portico=/tmp/a,iptables=/tmp/b)")
 	flag.Parse()
 	if *from != "" {
@@ -33,12 +34,12 @@ func main() {
 		}
 		return
 	}
-	if err := run(*columns, *selection, *procs, *out, *readme); err != nil {
+	if err := run(*columns, *selection, *procs, *timeout, *out, *readme); err != nil {
 		log.Fatalf("conformance: %v", err)
 	}
 }
 
-func run(columns, selection string, procs int, out, readme string) error {
+func run(columns, selection string, procs int, timeout time.Duration, out, readme string) error {
 	var cols []conformance.Column
 	for _, name := range strings.Split(columns, ",") {
 		c, err := conformance.ColumnByName(strings.TrimSpace(name))
@@ -54,6 +55,9 @@ func run(columns, selection string, procs int, out, readme string) error {
 		sel = conformance.Fast
 	default:
 		return fmt.Errorf("no selection %q (full, fast)", selection)
+	}
+	if timeout > 0 {
+		sel.Timeout = timeout
 	}
 	if out == "" {
 		dir, err := os.MkdirTemp("", "portico-conformance-")
