@@ -69,7 +69,7 @@ conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services a
 	$(GO) run ./e2e/tools/conformance -selection full -columns $(CONFORMANCE_COLUMNS) -procs $(CONFORMANCE_PROCS) -readme README.md
 
 DEMO ?= baremetal
-demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator
+demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator; DEMO=cluster: helm install on a cluster of real kubelets (no kube-proxy), VIP from the LAN, helm upgrade under traffic, uninstall
 	$(GO) run ./e2e/tools/demo -provider=$(DEMO)
 
 clean-lab: ## remove network labs and kubelet-node leftovers (containers, shims, cgroups, state) of an interrupted test run

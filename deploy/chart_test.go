@@ -140,6 +140,9 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"bad pull policy", with(baseValues(), "image.pullPolicy", "Sometimes"), "pullPolicy"},
 		{"sample pool without spec", with(baseValues(), "addressPools", []any{map[string]any{"name": "a"}}), "spec"},
 		{"extra arg not a flag", with(baseValues(), "agent.extraArgs", []any{"v=2"}), "extraArgs"},
+		{"unknown proxy mode", with(baseValues(), "agent.mode", "ipvs"), "/agent/mode"},
+		{"ignoreExcludeLB a string", with(baseValues(), "ignoreExcludeLB", "yes"), "ignoreExcludeLB"},
+		{"cleanupOnUninstall a string", with(baseValues(), "agent.cleanupOnUninstall", "no"), "cleanupOnUninstall"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(ch, tc.vals, renderOpts{})

@@ -155,16 +155,14 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if len(serviceCIDRs) == 0 {
 		serviceCIDRs = []string{ServiceCIDR}
 	}
-	// The serving certificate also names the kubernetes Service's ClusterIP (the first
-	// address of each Service CIDR), as a real cluster's does: pods reach the apiserver there
-	// once a service proxy runs.
 	hosts := []net.IP{net.ParseIP("127.0.0.1"), opts.BindAddress.AsSlice()}
+	// The kubernetes Service's ClusterIP (the first address of each Service CIDR), as a real
+	// apiserver's certificate has it: pods reach the API server there once a service proxy
+	// programs it (e2e/framework/nodes).
 	for _, cidr := range serviceCIDRs {
-		p, err := netip.ParsePrefix(cidr)
-		if err != nil {
-			return nil, fmt.Errorf("parsing Service CIDR %q: %w", cidr, err)
+		if p, perr := netip.ParsePrefix(cidr); perr == nil {
+			hosts = append(hosts, p.Masked().Addr().Next().AsSlice())
 		}
-		hosts = append(hosts, p.Masked().Addr().Next().AsSlice())
 	}
 	if c.creds, err = writeCredentials(c.dir, hosts, opts.Tokens); err != nil {
 		return nil, fmt.Errorf("writing credentials: %w", err)

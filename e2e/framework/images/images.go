@@ -31,7 +31,10 @@ type Options struct {
 	DebCache string
 	// Only builds just these binaries; empty: all.
 	Only []string
-	Log  func(string, ...any)
+	// Stored writes the layers uncompressed (gzip-framed, ociimage.Image.Stored): for archives
+	// that only go to local containerds, which unpack them at every import.
+	Stored bool
+	Log    func(string, ...any)
 }
 
 // Result is one written image.
@@ -117,6 +120,7 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 			User:       user,
 			Env:        []string{pathEnv},
 			Labels:     labels,
+			Stored:     o.Stored,
 		}.Build()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n, err)

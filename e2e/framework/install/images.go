@@ -49,6 +49,7 @@ func sourceKeyLocked(ctx context.Context) (string, error) {
 		return sourceKey, nil
 	}
 	h := sha256.New()
+	fmt.Fprintln(h, "layers stored uncompressed") // how build calls images.Build
 	for _, pkg := range []string{"cmd/portico-agent", "cmd/portico-controller", "cmd/portico-ccm", "e2e/tools/images"} {
 		k, err := gobuild.Key(ctx, pkg)
 		if err != nil {
@@ -69,7 +70,8 @@ func DefaultTag(ctx context.Context) (string, error) {
 	return "e2e-" + k, nil
 }
 
-// BuildImages builds the three images tagged tag (e2e/framework/images), or finds them: built
+// BuildImages builds the three images tagged tag (e2e/framework/images, layers stored
+// uncompressed: they only travel to the nodes' containerds), or finds them: built
 // images are kept in the cache (internal/prereq.CacheDir()/install-images/<source key>-<tag>)
 // and remembered in this process, so a second call with the same sources and tag costs
 // nothing.
@@ -120,7 +122,7 @@ func build(ctx context.Context, dir, tag string, logf func(string, ...any)) erro
 	out := filepath.Join(tmp, "out")
 	res, err := images.Build(ctx, images.Options{
 		Repo: Repo, Version: tag, Out: out, Work: work,
-		DebCache: filepath.Join(prereq.CacheDir(), "debs"), Log: logf,
+		DebCache: filepath.Join(prereq.CacheDir(), "debs"), Log: logf, Stored: true,
 	})
 	if err != nil {
 		return fmt.Errorf("building images %s: %w", tag, err)
@@ -143,14 +145,17 @@ func build(ctx context.Context, dir, tag string, logf func(string, ...any)) erro
 // Ref is the image name of binary at tag.
 func Ref(binary, tag string) string { return Repo + "/" + binary + ":" + tag }
 
-// Import loads the images into every node's containerd (nodes.Node.ImportImage), the nodes
-// in parallel.
-func Import(ctx context.Context, c *nodes.Cluster, im Images) error {
+// Import loads the images of binaries (none: all three) into every node's containerd
+// (nodes.Node.ImportImage), the nodes in parallel.
+func Import(ctx context.Context, c *nodes.Cluster, im Images, binaries ...string) error {
+	if len(binaries) == 0 {
+		binaries = images.Binaries
+	}
 	errs := make([]error, len(c.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range c.Nodes {
 		wg.Go(func() {
-			for _, b := range images.Binaries {
+			for _, b := range binaries {
 				if err := n.ImportImage(ctx, im.Archives[b]); err != nil {
 					errs[i] = err
 					return

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -86,10 +87,15 @@ type Release struct {
 	removed bool
 }
 
-// ChartDir is the chart's directory in this source tree (deploy/chart/portico).
+// ChartDir is the chart's directory in this source tree (deploy/chart/portico): found from
+// this file's path, else (a -trimpath build) from the working directory, the repository root.
 func ChartDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "chart", "portico")
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy", "chart", "portico")
+	if _, err := os.Stat(filepath.Join(dir, "Chart.yaml")); err != nil {
+		return filepath.Join("deploy", "chart", "portico")
+	}
+	return dir
 }
 
 // Portico installs the chart on c as a user would with `helm install` (Helm's Go packages,
@@ -121,7 +127,7 @@ func Portico(ctx context.Context, c *nodes.Cluster, opts Options) (*Release, err
 	if err != nil {
 		return nil, err
 	}
-	if err := Import(ctx, c, im); err != nil {
+	if err := Import(ctx, c, im, usedImages(opts)...); err != nil {
 		return nil, err
 	}
 	opts.Logf("install: images %s imported on %d nodes after %s", opts.Tag, len(c.Nodes), time.Since(begin).Round(time.Millisecond))
@@ -156,6 +162,14 @@ func Portico(ctx context.Context, c *nodes.Cluster, opts Options) (*Release, err
 // nodes' pod CIDRs, ProxyMode and Announce; an AddressPool of Pool; then opts.Values merged
 // over them.
 func Values(c *nodes.Cluster, opts Options) map[string]any {
+	var podCIDRs []string
+	for _, n := range c.Nodes {
+		podCIDRs = append(podCIDRs, n.Lab.PodCIDR.String())
+	}
+	return values(c.ControlPlane.Host(), podCIDRs, opts)
+}
+
+func values(apiServer string, podCIDRs []string, opts Options) map[string]any {
 	class := opts.Class
 	if class == "" {
 		class = DefaultClass
@@ -168,14 +182,10 @@ func Values(c *nodes.Cluster, opts Options) map[string]any {
 	if opts.Classless {
 		controller["classlessProvider"] = "baremetal"
 	}
-	var podCIDRs []any
-	for _, n := range c.Nodes {
-		podCIDRs = append(podCIDRs, n.Lab.PodCIDR.String())
-	}
 	agent := map[string]any{
 		"enabled":      !opts.NoAgent,
-		"apiServer":    c.ControlPlane.Host(),
-		"clusterCIDRs": podCIDRs,
+		"apiServer":    apiServer,
+		"clusterCIDRs": toAny(podCIDRs),
 		"announce":     toAny(announce),
 	}
 	if opts.ProxyMode != "" {
@@ -199,6 +209,19 @@ func Values(c *nodes.Cluster, opts Options) map[string]any {
 			"addresses": []any{opts.Pool.String()}, "announce": ann}}}
 	}
 	return Merge(vals, opts.Values)
+}
+
+// usedImages are the binaries whose images the release runs: the controller, the agent unless
+// NoAgent, portico-ccm when Values enable it.
+func usedImages(opts Options) []string {
+	used := []string{"portico-controller"}
+	if !opts.NoAgent {
+		used = append(used, "portico-agent")
+	}
+	if ccm, _ := opts.Values["ccm"].(map[string]any); ccm["enabled"] == true {
+		used = append(used, "portico-ccm")
+	}
+	return used
 }
 
 func toAny(s []string) []any {
@@ -251,7 +274,7 @@ func (r *Release) Upgrade(ctx context.Context, tag string, values map[string]any
 		if err != nil {
 			return err
 		}
-		if err := Import(ctx, r.c, im); err != nil {
+		if err := Import(ctx, r.c, im, usedImages(r.opts)...); err != nil {
 			return err
 		}
 		r.Images = im

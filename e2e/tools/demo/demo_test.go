@@ -57,3 +57,46 @@ func TestAWSDemo(t *testing.T) {
 		t.Logf("output:\n%s", out)
 	}
 }
+
+// TestClusterDemo runs `demo -provider=cluster` from the repository root, as `make demo
+// DEMO=cluster` does: it must exit 0 (it fails when the VIP is not served, the upgrade fails
+// a request, or a node keeps a chain of the agent after uninstall) and tell each part.
+func TestClusterDemo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := gobuild.BinaryForTest(t, "e2e/tools/demo")
+	p := process.StartForTest(t, bin, process.Options{Name: "demo", Args: []string{"-provider=cluster"}, Dir: root})
+	err = p.Wait(ctx)
+	if ctx.Err() != nil {
+		_ = p.Stop(60 * time.Second)
+	}
+	b, rerr := os.ReadFile(p.LogPath())
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	out := string(b)
+	if err != nil {
+		t.Fatalf("demo -provider=cluster: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"3 nodes Ready in",
+		"(pending: no load-balancer controller",
+		"agents Ready on every node",
+		"web   LoadBalancer  198.18.221.",
+		"web.default.svc.cluster.local -> 198.18.",
+		"failed\n",
+		"node3: 0 PTC- chains left",
+		"Demo took",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}

@@ -92,11 +92,11 @@ func main() {
 		case <-finished:
 		}
 	}()
-	provider := flag.String("provider", "baremetal", "walk-through: baremetal (network lab; without root the controller alone) or aws (moto's AWS emulator, aws.go)")
+	provider := flag.String("provider", "baremetal", "walk-through: baremetal (network lab; without root the controller alone), aws (moto's AWS emulator, aws.go) or cluster (helm install on real kubelets, cluster.go)")
 	flag.Parse()
-	walks := map[string]func(context.Context) error{"baremetal": run, "aws": runAWS}
+	walks := map[string]func(context.Context) error{"baremetal": run, "aws": runAWS, "cluster": runCluster}
 	if walks[*provider] == nil {
-		log.Fatalf("demo: -provider=%q: want baremetal or aws", *provider)
+		log.Fatalf("demo: -provider=%q: want baremetal, aws or cluster", *provider)
 	}
 	start := time.Now()
 	err := walks[*provider](ctx)
