@@ -17,7 +17,7 @@ CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 # VERSION is what the binaries print with --version (internal/version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: help prereqs build images chart generate test test-unit test-e2e bench bench-scale lint tools demo clean-lab
+.PHONY: help prereqs build images chart generate test test-unit test-e2e bench bench-scale lint tools demo clean-lab conformance
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -62,6 +62,11 @@ lint: ## gofmt, go vet, staticcheck
 	out=$$(gofmt -l $$files); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags e2e,moto ./... # the tags build every test file too
 	$(GO) run $(STATICCHECK) -tags e2e,moto ./...
+
+CONFORMANCE_COLUMNS ?= portico,iptables,nftables
+CONFORMANCE_PROCS ?= 3
+conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico, kube-proxy iptables and nftables; the table goes into the README (docs/conformance.md)
+	$(GO) run ./e2e/tools/conformance -selection full -columns $(CONFORMANCE_COLUMNS) -procs $(CONFORMANCE_PROCS) -readme README.md
 
 DEMO ?= baremetal
 demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator; DEMO=cluster: helm install on a cluster of real kubelets (no kube-proxy), VIP from the LAN, helm upgrade under traffic, uninstall

@@ -163,6 +163,25 @@ var Programs = []Program{
 	{Name: "pause", Source: Built, Found: "e2e/framework/nodes builds e2e/tools/pause statically into its pause image",
 		RunBy: "containerd: every pod's sandbox process on the kubelet nodes", NotScanned: "run by containerd inside a container"},
 
+	// The upstream e2e specs (e2e/framework/conformance, make conformance): images made from
+	// Debian's packages at the versions installed here, and the built test programs.
+	{Name: "busybox", Source: Debian, Package: "busybox-static", Privileged: true, Found: onPath,
+		RunBy: "e2e/framework/conformance lists its applets (busybox --list) for the busybox and agnhost images, which carry its binary"},
+	{Name: "nc.openbsd", Source: Debian, Package: "netcat-openbsd", Privileged: true, Found: "taken from the installed version's package into the agnhost image",
+		RunBy: "the upstream e2e specs, inside agnhost pods (as nc)", NotScanned: "run inside a container by the upstream specs"},
+	{Name: "curl", Source: Debian, Package: "curl", Privileged: true, Found: "taken from the installed version's package into the agnhost image",
+		RunBy: "the upstream e2e specs, inside agnhost pods", NotScanned: "run inside a container by the upstream specs"},
+	{Name: "wget", Source: Debian, Package: "wget", Privileged: true, Found: "taken from the installed version's package into the agnhost image",
+		RunBy: "the upstream e2e specs, inside agnhost pods", NotScanned: "run inside a container by the upstream specs"},
+	{Name: "ginkgo", Source: Built, Found: "e2e/framework/conformance builds github.com/onsi/ginkgo/v2/ginkgo (the version k8s.io/kubernetes requires) into <cache>/bin/e2e-<version>",
+		RunBy: "e2e/framework/conformance runs the upstream specs with it in the tester's namespace", NotScanned: "an argument of ip netns exec"},
+	{Name: "e2e.test", Source: Built, Found: "e2e/framework/conformance builds k8s.io/kubernetes/test/e2e (go test -c) into <cache>/bin/e2e-<version>",
+		RunBy: "ginkgo runs it on parallel processes", NotScanned: "run by ginkgo"},
+	{Name: "kubectl", Source: Built, Found: "e2e/framework/conformance builds it into <cache>/bin/e2e-<version>",
+		RunBy: "e2e.test execs into pods with it (--kubectl-path)", NotScanned: "run by e2e.test"},
+	{Name: "agnhost", Source: Built, Found: "e2e/framework/conformance builds k8s.io/kubernetes/test/images/agnhost into its agnhost image",
+		RunBy: "containerd: the upstream specs' pods", NotScanned: "run by containerd inside a container"},
+
 	// Built by the project, or installed by make prereqs from PyPI.
 	{Name: "moto_server", Source: Built, Found: "MotoServerPath: $PORTICO_MOTO_SERVER, else <cache>/moto-<version>/bin/moto_server",
 		RunBy:      "e2e/framework/moto, providers/aws's moto tests, the AWS demo: the AWS emulator (pip-installed by make prereqs)",

@@ -64,10 +64,22 @@ type Module struct {
 	StagingVersion string
 	// Pins replace a module with another version of itself (path -> version), for a
 	// dependency whose upstream replacement the proxy does not serve.
-	Pins    map[string]string
-	Cmds    map[string]string // binary name -> main package path
+	Pins map[string]string
+	Cmds map[string]string // binary name -> main package path
+	// Tests are test binaries built with go test -c: binary name -> package path (e.g.
+	// e2e.test -> k8s.io/kubernetes/test/e2e).
+	Tests   map[string]string
 	Ldflags []string
+	// Wrapper names the wrapper module's directory in <cache>/src; empty means
+	// <path with / as _>@<version>. A second set of binaries of one module gets its own
+	// wrapper, so that the first one's go.mod never changes under a running build.
+	Wrapper string
 }
+
+// Kubernetes is the pinned k8s.io/kubernetes module with the version stamped as upstream's
+// release builds stamp it; callers may change Cmds, Tests and Wrapper to build other binaries
+// of it (e2e/framework/conformance: e2e.test, kubectl, agnhost, ginkgo).
+func Kubernetes() Module { return kubernetes() }
 
 func kubernetes() Module {
 	minor := strings.Split(strings.TrimPrefix(KubernetesVersion, "v"), ".")
@@ -182,12 +194,23 @@ func ensure(ctx context.Context, opts Options, binDir, lockName string, mods ...
 // missing lists the binaries of m that binDir lacks.
 func (m Module) missing(binDir string) []string {
 	var names []string
-	for name := range m.Cmds {
+	for name := range m.all() {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
 			names = append(names, name)
 		}
 	}
+	slices.Sort(names)
 	return names
+}
+
+// all maps every binary of m, main packages and test binaries, to its package.
+func (m Module) all() map[string]string {
+	all := maps.Clone(m.Cmds)
+	if all == nil {
+		all = map[string]string{}
+	}
+	maps.Copy(all, m.Tests)
+	return all
 }
 
 func (c Module) build(ctx context.Context, opts Options, binDir string) error {
@@ -195,7 +218,11 @@ func (c Module) build(ctx context.Context, opts Options, binDir string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	src := filepath.Join(opts.CacheDir, "src", strings.ReplaceAll(c.Path, "/", "_")+"@"+c.Version)
+	wrapper := c.Wrapper
+	if wrapper == "" {
+		wrapper = strings.ReplaceAll(c.Path, "/", "_") + "@" + c.Version
+	}
+	src := filepath.Join(opts.CacheDir, "src", wrapper)
 	if err := c.writeWrapper(ctx, src); err != nil {
 		return fmt.Errorf("preparing wrapper module for %s: %w", c.Path, err)
 	}
@@ -207,15 +234,30 @@ func (c Module) build(ctx context.Context, opts Options, binDir string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"build", "-trimpath", "-o", tmp + "/", "-ldflags", strings.Join(quoteAll(c.Ldflags), " ")}
+	ldflags := strings.Join(quoteAll(c.Ldflags), " ")
+	args := []string{"build", "-trimpath", "-o", tmp + "/", "-ldflags", ldflags}
+	built := map[string]string{} // binary name -> file in tmp
 	for _, name := range missing {
-		args = append(args, c.Cmds[name])
+		if pkg, ok := c.Cmds[name]; ok {
+			args = append(args, pkg)
+			built[name] = filepath.Join(tmp, binaryName(pkg))
+		}
 	}
-	if err := goCmd(ctx, src, args...); err != nil {
-		return fmt.Errorf("building %s: %w", strings.Join(missing, ", "), err)
+	if len(built) > 0 {
+		if err := goCmd(ctx, src, args...); err != nil {
+			return fmt.Errorf("building %s: %w", strings.Join(missing, ", "), err)
+		}
 	}
 	for _, name := range missing {
-		if err := os.Rename(filepath.Join(tmp, binaryName(c.Cmds[name])), filepath.Join(binDir, name)); err != nil {
+		if pkg, ok := c.Tests[name]; ok {
+			built[name] = filepath.Join(tmp, name)
+			if err := goCmd(ctx, src, "test", "-c", "-vet=off", "-trimpath", "-o", built[name], "-ldflags", ldflags, pkg); err != nil {
+				return fmt.Errorf("building %s: %w", name, err)
+			}
+		}
+	}
+	for _, name := range missing {
+		if err := os.Rename(built[name], filepath.Join(binDir, name)); err != nil {
 			return fmt.Errorf("installing %s: %w", name, err)
 		}
 	}
@@ -261,7 +303,7 @@ func (c Module) writeWrapper(ctx context.Context, dir string) error {
 	}
 	var tools strings.Builder
 	tools.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
-	for _, pkg := range c.Cmds {
+	for _, pkg := range slices.Sorted(maps.Values(c.all())) {
 		fmt.Fprintf(&tools, "\t_ %q\n", pkg)
 	}
 	tools.WriteString(")\n")

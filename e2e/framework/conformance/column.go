@@ -1,0 +1,123 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/portico-lb/portico/e2e/framework/nodes"
+)
+
+// Column is one service proxy the specs run against.
+type Column struct {
+	// Name heads the table's column.
+	Name string
+	// KubeProxy is kube-proxy's mode in a kube-proxy column; empty for Portico's agent.
+	KubeProxy KubeProxyMode
+}
+
+// The columns of the comparison.
+var (
+	PorticoColumn  = Column{Name: "Portico"}
+	IPTablesColumn = Column{Name: "kube-proxy iptables", KubeProxy: IPTables}
+	NFTablesColumn = Column{Name: "kube-proxy nftables", KubeProxy: NFTables}
+	Columns        = []Column{PorticoColumn, IPTablesColumn, NFTablesColumn}
+)
+
+// ColumnByName finds a column by its Name or by a short name: portico, iptables, nftables.
+func ColumnByName(name string) (Column, error) {
+	for _, c := range Columns {
+		if strings.EqualFold(name, c.Name) || strings.EqualFold(name, string(c.KubeProxy)) || (c.KubeProxy == "" && strings.EqualFold(name, "portico")) {
+			return c, nil
+		}
+	}
+	return Column{}, fmt.Errorf("no column %q (portico, iptables, nftables)", name)
+}
+
+// ClusterNodes is the node count of every column's cluster: the specs need two schedulable
+// nodes, "NodePort and HealthCheckNodePort ... ExternalTrafficPolicy changes" three.
+const ClusterNodes = 3
+
+// InstallProxy installs a column's service proxy (and the LoadBalancer implementation the
+// LoadBalancer specs need) on a started cluster; it returns how the router reaches Pool.
+type InstallProxy func(ctx context.Context, c *nodes.Cluster, col Column) (PoolRouting, error)
+
+// ColumnOptions say how to run one column.
+type ColumnOptions struct {
+	Binaries  Binaries
+	Images    Images
+	Selection Selection
+	// Dir receives the column's reports (a subdirectory per column).
+	Dir   string
+	Procs int
+	// Install installs the service proxy; nil: kube-proxy columns only (InstallKubeProxy),
+	// without a LoadBalancer implementation.
+	Install InstallProxy
+	Logf    func(string, ...any)
+}
+
+// RunColumn starts a cluster of real kubelets (ClusterNodes nodes, CoreDNS, the lab's router
+// for the tester), imports the images, installs the column's service proxy, adds the tester
+// and runs the selection; the cluster is closed before it returns. Each column gets a fresh
+// cluster, so that no proxy's leftovers meet the next one.
+func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
+	res := ColumnResult{Column: col}
+	begin := time.Now()
+	c, err := nodes.Start(ctx, nodes.Options{Nodes: ClusterNodes, DNS: true, Router: true, Logf: o.Logf})
+	if c != nil {
+		defer func() {
+			if err := c.Close(); err != nil {
+				o.Logf("conformance: closing the %s cluster: %v", col.Name, err)
+			}
+		}()
+	}
+	if err != nil {
+		res.Err = fmt.Errorf("starting the cluster: %w", err)
+		return res
+	}
+	for _, n := range c.Nodes {
+		for _, img := range o.Images.All() {
+			if err := n.ImportImage(ctx, img.Archive); err != nil {
+				res.Err = err
+				return res
+			}
+		}
+	}
+	routing := ViaEveryNode
+	switch {
+	case o.Install != nil:
+		routing, err = o.Install(ctx, c, col)
+	case col.KubeProxy != "":
+		err = InstallKubeProxy(ctx, c.Client(), c.ControlPlane.Host(), o.Images.KubeProxy.Ref, col.KubeProxy, len(c.Nodes))
+	default:
+		err = fmt.Errorf("no installer for %s", col.Name)
+	}
+	if err != nil {
+		res.Err = fmt.Errorf("installing %s: %w", col.Name, err)
+		return res
+	}
+	tester, err := NewTester(ctx, c, routing)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	res.Setup = time.Since(begin)
+	o.Logf("conformance: %s: cluster and installs ready after %s; running %s", col.Name, res.Setup.Round(time.Second), o.Selection.Name)
+	res.Specs, res.Took, res.Err = Run(ctx, RunOptions{
+		Binaries:   o.Binaries,
+		Kubeconfig: c.ControlPlane.KubeconfigPath(),
+		Tester:     tester,
+		Nodes:      len(c.Nodes),
+		Dir:        filepath.Join(o.Dir, strings.ReplaceAll(col.Name, " ", "-")),
+		Procs:      o.Procs,
+		Focus:      o.Selection.Focus,
+		Skip:       o.Selection.Skip(),
+		Timeout:    o.Selection.Timeout,
+	})
+	// Kept beside the report for rendering the table later (the tool's -from).
+	_ = os.WriteFile(filepath.Join(o.Dir, strings.ReplaceAll(col.Name, " ", "-"), "took"), []byte(fmt.Sprintf("%d %d\n", res.Took, res.Setup)), 0o644)
+	return res
+}

@@ -1,0 +1,92 @@
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSkipListDocumented: docs/conformance.md names every pattern of the skip list with its
+// reason, and every entry has a reason.
+func TestSkipListDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "conformance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, e := range SkipList {
+		if strings.TrimSpace(e.Reason) == "" {
+			t.Errorf("skip %q has no reason", e.Pattern)
+		}
+		if !strings.Contains(doc, "`"+e.Pattern+"`") || !strings.Contains(doc, e.Reason) {
+			t.Errorf("docs/conformance.md lacks the skip `%s` with its reason %q", e.Pattern, e.Reason)
+		}
+	}
+	for _, s := range []Selection{Full, Fast} {
+		if err := s.check(); err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+		}
+	}
+}
+
+// TestReadReport reads a ginkgo JSON report: specs that ran and specs skipped while running
+// are listed, those the filters left out and setup nodes are not.
+func TestReadReport(t *testing.T) {
+	report := `[{"SuiteDescription":"Kubernetes e2e suite","SpecReports":[
+ {"ContainerHierarchyTexts":null,"LeafNodeType":"SynchronizedBeforeSuite","LeafNodeText":"","State":"passed","RunTime":1000},
+ {"ContainerHierarchyTexts":["[sig-network] Services"],"LeafNodeType":"It","LeafNodeText":"should serve a basic endpoint from pods [Conformance]","State":"passed","RunTime":12500000000},
+ {"ContainerHierarchyTexts":["[sig-network] Services"],"LeafNodeType":"It","LeafNodeText":"should fail","State":"failed","RunTime":3000000000,"Failure":{"Message":"timed out","Location":{"FileName":"/x/service.go","LineNumber":42}}},
+ {"ContainerHierarchyTexts":["[sig-network] Services"],"LeafNodeType":"It","LeafNodeText":"needs a provider","State":"skipped","Failure":{"Message":"Only supported for providers [gce]"}},
+ {"ContainerHierarchyTexts":["[sig-apps] Deployment"],"LeafNodeType":"It","LeafNodeText":"filtered","State":"skipped"}
+]}]`
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 3 {
+		t.Fatalf("specs = %+v, want 3", specs)
+	}
+	if s := specs[0]; s.Name != "[sig-network] Services should serve a basic endpoint from pods [Conformance]" || !s.Passed() || s.Time != 12500*time.Millisecond {
+		t.Errorf("first spec = %+v", s)
+	}
+	if s := specs[1]; s.State != "failed" || s.Location != "service.go:42" || s.Message != "timed out" {
+		t.Errorf("second spec = %+v", s)
+	}
+	table := Table([]ColumnResult{{Column: PorticoColumn, Specs: specs}, {Column: IPTablesColumn, Specs: specs[:1]}})
+	for _, want := range []string{
+		"| Services should serve a basic endpoint from pods [Conformance] | pass (13s) | pass (13s) |",
+		"| Services should fail | **FAILED** at service.go:42: timed out | – |",
+		"| Services needs a provider | skipped: Only supported for providers [gce] | – |",
+		"- Portico: 1 passed, 1 failed, 1 skipped while running",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+func TestWriteBetweenMarkers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "README.md")
+	if err := os.WriteFile(path, []byte("a\n"+BeginMarker+"\nold\n"+EndMarker+"\nb\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBetweenMarkers(path, "new\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if want := "a\n" + BeginMarker + "\nnew\n" + EndMarker + "\nb\n"; string(b) != want {
+		t.Errorf("got %q, want %q", b, want)
+	}
+	if err := os.WriteFile(path, []byte("no markers"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBetweenMarkers(path, "x"); err == nil {
+		t.Error("no error without markers")
+	}
+}

@@ -1,0 +1,68 @@
+package conformance
+
+import (
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Skipped is one entry of the skip list: specs matching Pattern (a regular expression over the
+// spec's full text, as ginkgo --skip takes it) are not run, for Reason. docs/conformance.md
+// lists every entry (TestSkipListDocumented). Nothing is skipped because Portico fails it.
+type Skipped struct {
+	Pattern string
+	Reason  string
+}
+
+// SkipList is the skip list of every selection.
+var SkipList = []Skipped{
+	{Pattern: `\[Disruptive\]`, Reason: "restarts a cluster component while other specs run on parallel ginkgo processes: " +
+		"\"should work after restarting kube-proxy\" deletes the kube-system pods labelled k8s-app=kube-proxy, " +
+		"\"should work after restarting apiserver\" needs the apiserver as a deletable pod (here it is a process); " +
+		"the agent's restart is proven by e2e/suites/dataplane"},
+}
+
+// Selection is a set of upstream specs to run.
+type Selection struct {
+	// Name says what it is, for logs.
+	Name string
+	// Focus is ginkgo's --focus.
+	Focus string
+	// Timeout bounds a column's run.
+	Timeout time.Duration
+}
+
+// Skip is ginkgo's --skip: every pattern of SkipList.
+func (s Selection) Skip() string {
+	var ps []string
+	for _, e := range SkipList {
+		ps = append(ps, "("+e.Pattern+")")
+	}
+	return strings.Join(ps, "|")
+}
+
+// The selections: Full is what `make conformance` runs, Fast the subset in `make test`.
+var (
+	Full = Selection{
+		Name:    "[sig-network] Services and LoadBalancers specs",
+		Focus:   `\[sig-network\] (Services|LoadBalancers) `,
+		Timeout: 3 * time.Hour,
+	}
+	// Fast leaves out the [Slow] LoadBalancers specs but those of the source-IP group
+	// (ExternalTrafficPolicy: Local), which the Service's own traffic decides.
+	Fast = Selection{
+		Name:    "Conformance Services specs and the LoadBalancers specs not [Slow] or ExternalTrafficPolicy: Local",
+		Focus:   `\[sig-network\] (Services .*\[Conformance\]|LoadBalancers (ExternalTrafficPolicy: Local|\[Feature:LoadBalancer\] should be able to preserve UDP traffic))`,
+		Timeout: 30 * time.Minute,
+	}
+)
+
+// check compiles the patterns (for tests).
+func (s Selection) check() error {
+	for _, p := range []string{s.Focus, s.Skip()} {
+		if _, err := regexp.Compile(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}

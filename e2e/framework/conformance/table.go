@@ -1,0 +1,121 @@
+package conformance
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ColumnResult is one column's run: the specs' outcomes on a cluster with that service proxy.
+type ColumnResult struct {
+	Column Column
+	Specs  []Spec
+	// Took is the ginkgo run alone; Setup the cluster's start and the installs before it.
+	Took, Setup time.Duration
+	// Err is set when the column could not run (its specs are then missing).
+	Err error
+}
+
+// cell is a column's verdict on a spec for the table.
+func (r ColumnResult) cell(name string) string {
+	i := slices.IndexFunc(r.Specs, func(s Spec) bool { return s.Name == name })
+	if i < 0 {
+		if r.Err != nil {
+			return "not run"
+		}
+		return "–"
+	}
+	s := r.Specs[i]
+	switch s.State {
+	case "passed":
+		return fmt.Sprintf("pass (%ds)", int(s.Time.Seconds()+0.5))
+	case "skipped":
+		return "skipped: " + oneLine(s.Message, 60)
+	default:
+		where := ""
+		if s.Location != "" {
+			where = " at " + s.Location
+		}
+		return fmt.Sprintf("**%s**%s: %s", strings.ToUpper(s.State), where, oneLine(s.Message, 80))
+	}
+}
+
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.NewReplacer("|", "\\|", "`", "'").Replace(s)
+	if len([]rune(s)) > max {
+		s = string([]rune(s)[:max]) + "…"
+	}
+	return s
+}
+
+// Table renders the results as a Markdown table (spec, then one column per result) with a
+// line per column's totals and run time below it.
+func Table(results []ColumnResult) string {
+	var names []string
+	for _, r := range results {
+		for _, s := range r.Specs {
+			if !slices.Contains(names, s.Name) {
+				names = append(names, s.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	b.WriteString("| spec |")
+	for _, r := range results {
+		fmt.Fprintf(&b, " %s |", r.Column.Name)
+	}
+	b.WriteString("\n|---|")
+	for range results {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "| %s |", oneLine(shortName(n), 200))
+		for _, r := range results {
+			fmt.Fprintf(&b, " %s |", r.cell(n))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	for _, r := range results {
+		counts := map[string]int{}
+		for _, s := range r.Specs {
+			counts[s.State]++
+		}
+		fmt.Fprintf(&b, "- %s: %d passed, %d failed, %d skipped while running", r.Column.Name, counts["passed"], len(r.Specs)-counts["passed"]-counts["skipped"], counts["skipped"])
+		if r.Err != nil {
+			fmt.Fprintf(&b, "; the column did not complete: %s", oneLine(r.Err.Error(), 200))
+		}
+		fmt.Fprintf(&b, "; specs %s, cluster and installs %s\n", r.Took.Round(time.Second), r.Setup.Round(time.Second))
+	}
+	return b.String()
+}
+
+// shortName drops the "[sig-network] " prefix every selected spec has.
+func shortName(n string) string { return strings.TrimPrefix(n, "[sig-network] ") }
+
+// Markers delimit the generated table in a Markdown file.
+const (
+	BeginMarker = "<!-- conformance-table:begin (make conformance writes this) -->"
+	EndMarker   = "<!-- conformance-table:end -->"
+)
+
+// WriteBetweenMarkers replaces what lies between BeginMarker and EndMarker in the file at
+// path with content.
+func WriteBetweenMarkers(path, content string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, BeginMarker), strings.Index(s, EndMarker)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s lacks the markers %q and %q", path, BeginMarker, EndMarker)
+	}
+	s = s[:i+len(BeginMarker)] + "\n" + content + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}

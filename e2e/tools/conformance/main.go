@@ -1,0 +1,141 @@
+// Command conformance runs the upstream Kubernetes e2e `[sig-network] Services` and
+// LoadBalancers specs against Portico and, side by side, kube-proxy's iptables and nftables
+// modes, each on a fresh cluster of real kubelets (e2e/framework/conformance), and writes the
+// results table; `make conformance` runs it as root and puts the table into the README.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/portico-lb/portico/e2e/framework/conformance"
+)
+
+func main() {
+	columns := flag.String("columns", "portico,iptables,nftables", "comma list of columns: portico, iptables, nftables")
+	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
+	procs := flag.Int("procs", 3, "parallel ginkgo processes per column")
+	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
+	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
+	timeout := flag.Duration("timeout", 0, "bound each column's ginkgo run (0: the selection's own bound); specs still running then are reported as interrupted")
+	from := flag.String("from", "", "instead of running: render the table from earlier runs' -out directories, a comma list of column=dir (e.g. portico=/tmp/a,iptables=/tmp/b)")
+	flag.Parse()
+	if *from != "" {
+		if err := render(*from, *selection, *readme); err != nil {
+			log.Fatalf("conformance: %v", err)
+		}
+		return
+	}
+	if err := run(*columns, *selection, *procs, *timeout, *out, *readme); err != nil {
+		log.Fatalf("conformance: %v", err)
+	}
+}
+
+func run(columns, selection string, procs int, timeout time.Duration, out, readme string) error {
+	var cols []conformance.Column
+	for _, name := range strings.Split(columns, ",") {
+		c, err := conformance.ColumnByName(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		cols = append(cols, c)
+	}
+	sel := conformance.Full
+	switch selection {
+	case "full":
+	case "fast":
+		sel = conformance.Fast
+	default:
+		return fmt.Errorf("no selection %q (full, fast)", selection)
+	}
+	if timeout > 0 {
+		sel.Timeout = timeout
+	}
+	if out == "" {
+		dir, err := os.MkdirTemp("", "portico-conformance-")
+		if err != nil {
+			return err
+		}
+		out = dir
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	begin := time.Now()
+	bins, err := conformance.Build(ctx, log.Printf)
+	if err != nil {
+		return err
+	}
+	imgDir := filepath.Join(out, "images")
+	if err := os.MkdirAll(imgDir, 0o755); err != nil {
+		return err
+	}
+	imgs, err := conformance.BuildImages(ctx, imgDir, bins, log.Printf)
+	if err != nil {
+		return err
+	}
+	log.Printf("conformance: programs and images ready after %s", time.Since(begin).Round(time.Second))
+	var results []conformance.ColumnResult
+	for _, col := range cols {
+		r := conformance.RunColumn(ctx, col, conformance.ColumnOptions{
+			Binaries: bins, Images: imgs, Selection: sel, Dir: out, Procs: procs,
+			Install: conformance.InstallPortico(log.Printf), Logf: log.Printf,
+		})
+		if r.Err != nil {
+			log.Printf("conformance: %s: %v", col.Name, r.Err)
+		}
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	table := conformance.Table(results)
+	fmt.Print(table)
+	summary := fmt.Sprintf("%s, %d ginkgo processes per column; whole run %s (`make conformance`, %s).\n\n",
+		sel.Name, procs, time.Since(begin).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
+	if err := os.WriteFile(filepath.Join(out, "table.md"), []byte(summary+table), 0o644); err != nil {
+		return err
+	}
+	log.Printf("conformance: reports in %s", out)
+	if readme != "" {
+		if err := conformance.WriteBetweenMarkers(readme, summary+table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// render writes the table of earlier runs: each column's report.json in its run directory.
+func render(from, selection, readme string) error {
+	var results []conformance.ColumnResult
+	for _, item := range strings.Split(from, ",") {
+		name, dir, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("-from: %q is not column=dir", item)
+		}
+		col, err := conformance.ColumnByName(name)
+		if err != nil {
+			return err
+		}
+		colDir := filepath.Join(dir, strings.ReplaceAll(col.Name, " ", "-"))
+		specs, err := conformance.ReadReport(filepath.Join(colDir, "report.json"))
+		r := conformance.ColumnResult{Column: col, Specs: specs, Err: err}
+		if b, err := os.ReadFile(filepath.Join(colDir, "took")); err == nil {
+			fmt.Sscan(string(b), &r.Took, &r.Setup)
+		}
+		results = append(results, r)
+	}
+	table := fmt.Sprintf("%s selection; each column ran on its own cluster at the same time as the others.\n\n", selection) + conformance.Table(results)
+	fmt.Print(table)
+	if readme != "" {
+		return conformance.WriteBetweenMarkers(readme, table)
+	}
+	return nil
+}
