@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,16 +45,7 @@ func CheckServices(pools []v1alpha1.AddressPool, svcs []corev1.Service, class *s
 	prov := baremetal.New(baremetal.Options{})
 	alloc := baremetal.NewAllocator()
 	svcs = slices.Clone(svcs)
-	sort.SliceStable(svcs, func(i, j int) bool {
-		a, b := &svcs[i], &svcs[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	baremetal.SortOldestFirst(svcs)
 	type owned struct {
 		svc *corev1.Service
 		lb  *providers.LoadBalancer

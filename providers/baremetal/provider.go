@@ -165,16 +165,7 @@ func (p *Provider) sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("rebuilding allocations: %w", err)
 	}
-	sort.SliceStable(svcs, func(i, j int) bool {
-		a, b := &svcs[i], &svcs[j]
-		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-			return a.CreationTimestamp.Before(&b.CreationTimestamp)
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
+	SortOldestFirst(svcs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := range svcs {
@@ -232,4 +223,19 @@ func status(ips []netip.Addr) providers.Status {
 		st.Ingress = append(st.Ingress, providers.Ingress{IP: ip, IPMode: providers.IPModeVIP})
 	}
 	return st
+}
+
+// SortOldestFirst puts Services in the order the allocator rebuilds its allocations in: the
+// oldest first, then by namespace and name, so that every rebuild meets the claims in one order.
+func SortOldestFirst(svcs []corev1.Service) {
+	sort.SliceStable(svcs, func(i, j int) bool {
+		a, b := &svcs[i], &svcs[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/portico-lb/portico/internal/ociimage"
 )
@@ -41,16 +40,9 @@ func DebLayer(ctx context.Context, o DebLayerOptions, pkgs, paths []string, link
 			return nil, nil, err
 		}
 	}
-	var l ociimage.Layer
-	for p, host := range f.regular {
-		if err := l.AddHostFile(p, host); err != nil {
-			return nil, nil, err
-		}
-	}
-	for p, target := range f.links {
-		if err := l.AddSymlink(p, target); err != nil {
-			return nil, nil, err
-		}
+	l, err := f.layer()
+	if err != nil {
+		return nil, nil, err
 	}
 	for p, target := range links {
 		if _, ok := f.regular[p]; ok {
@@ -60,13 +52,7 @@ func DebLayer(ctx context.Context, o DebLayerOptions, pkgs, paths []string, link
 			return nil, nil, err
 		}
 	}
-	used := map[string]string{}
-	for _, host := range f.regular {
-		rel, _ := filepath.Rel(debs.dir, host)
-		pkg := strings.SplitN(filepath.ToSlash(rel), "/", 2)[0]
-		used[pkg] = debs.pkgs[pkg]
-	}
-	return &l, used, nil
+	return l, f.packages(debs), nil
 }
 
 // DebFiles lists the paths of package pkg's files (in its unpacked tree) matching the glob

@@ -12,6 +12,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/portico-lb/portico/internal/ociimage"
 )
 
 // debRoot is a tree of Debian packages downloaded (apt-get download, pinned to the version
@@ -235,4 +237,31 @@ func output(ctx context.Context, dir, name string, args ...string) (string, erro
 		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// layer is a layer of the files taken: the regular files and the symbolic links.
+func (f *files) layer() (*ociimage.Layer, error) {
+	var l ociimage.Layer
+	for p, host := range f.regular {
+		if err := l.AddHostFile(p, host); err != nil {
+			return nil, err
+		}
+	}
+	for p, target := range f.links {
+		if err := l.AddSymlink(p, target); err != nil {
+			return nil, err
+		}
+	}
+	return &l, nil
+}
+
+// packages names the packages of debs the taken files come from, with their versions.
+func (f *files) packages(debs *debRoot) map[string]string {
+	used := map[string]string{}
+	for _, host := range f.regular {
+		rel, _ := filepath.Rel(debs.dir, host)
+		pkg := strings.SplitN(filepath.ToSlash(rel), "/", 2)[0]
+		used[pkg] = debs.pkgs[pkg]
+	}
+	return used
 }

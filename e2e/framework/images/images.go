@@ -228,16 +228,9 @@ func dataplaneLayer(ctx context.Context, debs *debRoot) (*ociimage.Layer, map[st
 			return nil, nil, err
 		}
 	}
-	var l ociimage.Layer
-	for p, host := range f.regular {
-		if err := l.AddHostFile(p, host); err != nil {
-			return nil, nil, err
-		}
-	}
-	for p, target := range f.links {
-		if err := l.AddSymlink(p, target); err != nil {
-			return nil, nil, err
-		}
+	l, err := f.layer()
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, n := range iptablesNames {
 		if err := l.AddSymlink("/usr/sbin/"+n, "xtables-nft-multi"); err != nil {
@@ -249,11 +242,5 @@ func dataplaneLayer(ctx context.Context, debs *debRoot) (*ociimage.Layer, map[st
 	if err := l.AddDir("/run", 0o755, ociimage.Owner{}); err != nil {
 		return nil, nil, err
 	}
-	used := map[string]string{}
-	for _, host := range f.regular {
-		rel, _ := filepath.Rel(debs.dir, host)
-		pkg := strings.SplitN(filepath.ToSlash(rel), "/", 2)[0]
-		used[pkg] = debs.pkgs[pkg]
-	}
-	return &l, used, nil
+	return l, f.packages(debs), nil
 }

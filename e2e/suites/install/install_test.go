@@ -2,7 +2,6 @@ package install
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -14,13 +13,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/e2e/framework/install"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
@@ -32,7 +27,6 @@ import (
 )
 
 const (
-	echoPort = 8080
 	// pool is the AddressPool's addresses, inside the range test clusters keep for load
 	// balancers; onLink is the client's on-link route for them (it resolves VIPs by ARP).
 	pool   = "198.18.221.0/28"
@@ -73,13 +67,13 @@ func TestInstall(t *testing.T) {
 		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 		return err
 	})
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, echoDeployment(c.EchoImage, 3), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, c.EchoDeployment(3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	svcs := services.Helper{TB: t, CS: cs, Namespace: "default", Timeout: 3 * time.Minute}
 	svcs.Create(svcs.LoadBalancer("echo", services.WithClass(install.DefaultClass), func(s *corev1.Service) {
 		s.Spec.Selector = map[string]string{"app": "echo"}
-		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: echoPort, TargetPort: intstr.FromInt32(echoPort), Protocol: corev1.ProtocolTCP}}
+		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: nodes.EchoPort, TargetPort: intstr.FromInt32(nodes.EchoPort), Protocol: corev1.ProtocolTCP}}
 	}))
 	var pods []corev1.Pod
 	wait.For(t, 3*time.Minute, "3 echo pods Ready", func() error {
@@ -90,7 +84,7 @@ func TestInstall(t *testing.T) {
 		pods = pl.Items
 		ready := 0
 		for _, p := range pods {
-			if podReady(&p) {
+			if nodes.PodReady(&p) {
 				ready++
 			}
 		}
@@ -115,7 +109,7 @@ func TestInstall(t *testing.T) {
 	if !netip.MustParsePrefix(pool).Contains(vip) {
 		t.Fatalf("VIP %s is not from the pool %s", vip, pool)
 	}
-	target := netip.AddrPortFrom(vip, echoPort)
+	target := netip.AddrPortFrom(vip, nodes.EchoPort)
 	var reply netlab.Reply
 	err = wait.Poll(ctx, 100*time.Millisecond, 2*time.Minute, "the client on the LAN served through "+target.String(), func(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -224,7 +218,7 @@ func clusterIPs(t *testing.T, c *nodes.Cluster, pods []corev1.Pod, svc *corev1.S
 		}
 	}
 	pod := pods[0]
-	stdout, stderr, err := execIn(ctx, c, pod, "/echoserver", "-dial", net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(echoPort)))
+	stdout, stderr, err := c.Exec(ctx, pod, "/echoserver", "-dial", net.JoinHostPort(svc.Spec.ClusterIP, fmt.Sprint(nodes.EchoPort)))
 	if err != nil {
 		t.Fatalf("pod %s dialling ClusterIP %s: %v (%s)", pod.Name, svc.Spec.ClusterIP, err, stderr)
 	}
@@ -482,62 +476,4 @@ func (l *traffic) stop() (ok, onHeld int64, failed, resets []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ok.Load(), l.onHeld.Load(), slices.Clone(l.failed), slices.Clone(l.resets)
-}
-
-func echoDeployment(image string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": "echo"}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule,
-						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
-					}},
-					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers: []corev1.Container{{
-						Name:            "echo",
-						Image:           image,
-						ImagePullPolicy: corev1.PullNever,
-						Args:            []string{"-tcp", fmt.Sprint(echoPort)},
-						Ports:           []corev1.ContainerPort{{ContainerPort: echoPort}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(echoPort)}},
-							PeriodSeconds: 1,
-						},
-					}},
-				},
-			},
-		},
-	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// execIn runs cmd in pod's first container (the apiserver's exec through the kubelet).
-func execIn(ctx context.Context, c *nodes.Cluster, pod corev1.Pod, cmd ...string) (string, string, error) {
-	req := c.Client().CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).
-		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-		Container: pod.Spec.Containers[0].Name, Command: cmd, Stdout: true, Stderr: true,
-	}, scheme.ParameterCodec)
-	ex, err := remotecommand.NewSPDYExecutor(c.ControlPlane.Config(), "POST", req.URL())
-	if err != nil {
-		return "", "", err
-	}
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
-	return stdout.String(), stderr.String(), err
 }

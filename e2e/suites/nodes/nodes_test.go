@@ -1,7 +1,6 @@
 package nodes
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,21 +11,15 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/exec"
-	"k8s.io/utils/ptr"
 
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 )
-
-const echoPort = 8080
 
 // TestCluster: three kubelet nodes come up Ready, echo pods run as real containers on every
 // node and answer the other nodes by pod IP, exec and logs work, and Close leaves nothing.
@@ -62,7 +55,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	created := time.Now()
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, echoDeployment(c.EchoImage, 3), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, c.EchoDeployment(3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	readyAt := map[string]time.Duration{}
@@ -73,7 +66,7 @@ func TestCluster(t *testing.T) {
 			return err
 		}
 		for _, p := range pl.Items {
-			if _, seen := readyAt[p.Name]; !seen && podReady(&p) {
+			if _, seen := readyAt[p.Name]; !seen && nodes.PodReady(&p) {
 				readyAt[p.Name] = time.Since(created)
 			}
 		}
@@ -96,7 +89,7 @@ func TestCluster(t *testing.T) {
 		if !c.Node(p.Spec.NodeName).Lab.PodCIDR.Contains(ip) {
 			t.Errorf("pod %s on %s has IP %s outside the node's pod CIDR %s", p.Name, p.Spec.NodeName, ip, c.Node(p.Spec.NodeName).Lab.PodCIDR)
 		}
-		reply, err := from.Lab.Request(ctx, "tcp", netip.AddrPortFrom(ip, echoPort))
+		reply, err := from.Lab.Request(ctx, "tcp", netip.AddrPortFrom(ip, nodes.EchoPort))
 		if err != nil {
 			t.Fatalf("pod %d: %v", i, err)
 		}
@@ -112,7 +105,7 @@ func TestCluster(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": "echo"},
-			Ports:    []corev1.ServicePort{{Port: echoPort, TargetPort: intstr.FromInt32(echoPort)}},
+			Ports:    []corev1.ServicePort{{Port: nodes.EchoPort, TargetPort: intstr.FromInt32(nodes.EchoPort)}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -161,7 +154,7 @@ func TestCluster(t *testing.T) {
 	// exec in a pod on one node dials a pod on another: pod to pod across nodes, by pod IP,
 	// the client's pod IP kept.
 	target := pods[1]
-	stdout, stderr, err := execIn(ctx, c, pod, "/echoserver", "-dial", netip.AddrPortFrom(netip.MustParseAddr(target.Status.PodIP), echoPort).String())
+	stdout, stderr, err := c.Exec(ctx, pod, "/echoserver", "-dial", netip.AddrPortFrom(netip.MustParseAddr(target.Status.PodIP), nodes.EchoPort).String())
 	if err != nil {
 		t.Fatalf("exec /echoserver -dial in %s: %v (stderr %q)", pod.Name, err, stderr)
 	}
@@ -175,7 +168,7 @@ func TestCluster(t *testing.T) {
 			reply.Server, reply.Client, target.Name, pod.Status.PodIP)
 	}
 	// A failing command's exit status comes back through the stream.
-	_, stderr, err = execIn(ctx, c, pod, "/echoserver")
+	_, stderr, err = c.Exec(ctx, pod, "/echoserver")
 	var exitErr exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitStatus() != 1 || !strings.Contains(stderr, "no ports") {
 		t.Errorf("exec /echoserver (no ports) in %s: err %v, stderr %q; want exit status 1 and \"no ports\"", pod.Name, err, stderr)
@@ -202,54 +195,11 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-func echoDeployment(image string, replicas int32) *appsv1.Deployment {
-	labels := map[string]string{"app": "echo"}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "echo"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew:           1,
-						TopologyKey:       corev1.LabelHostname,
-						WhenUnsatisfiable: corev1.DoNotSchedule,
-						LabelSelector:     &metav1.LabelSelector{MatchLabels: labels},
-					}},
-					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers: []corev1.Container{{
-						Name:            "echo",
-						Image:           image,
-						ImagePullPolicy: corev1.PullNever,
-						Args:            []string{"-tcp", fmt.Sprint(echoPort)},
-						Ports:           []corev1.ContainerPort{{ContainerPort: echoPort}},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(echoPort)}},
-							PeriodSeconds: 1,
-						},
-					}},
-				},
-			},
-		},
-	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // checkSpread wants exactly three Ready pods with IPs, on three different nodes.
 func checkSpread(pods []corev1.Pod) error {
 	on := map[string]string{}
 	for _, p := range pods {
-		if !podReady(&p) || p.Status.PodIP == "" {
+		if !nodes.PodReady(&p) || p.Status.PodIP == "" {
 			return fmt.Errorf("pod %s on %q: phase %s, not Ready", p.Name, p.Spec.NodeName, p.Status.Phase)
 		}
 		if other, ok := on[p.Spec.NodeName]; ok {
@@ -289,24 +239,4 @@ func describePods(ctx context.Context, c *nodes.Cluster, pods []corev1.Pod) stri
 		b.WriteString(n.LogTails())
 	}
 	return b.String()
-}
-
-// execIn runs a command in pod's first container through the apiserver and returns its output.
-func execIn(ctx context.Context, c *nodes.Cluster, pod corev1.Pod, cmd ...string) (string, string, error) {
-	req := c.Client().CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).
-		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-		Container: pod.Spec.Containers[0].Name,
-		Command:   cmd,
-		Stdout:    true,
-		Stderr:    true,
-	}, scheme.ParameterCodec)
-	ex, err := remotecommand.NewSPDYExecutor(c.ControlPlane.Config(), "POST", req.URL())
-	if err != nil {
-		return "", "", err
-	}
-	var stdout, stderr bytes.Buffer
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
-	return stdout.String(), stderr.String(), err
 }
