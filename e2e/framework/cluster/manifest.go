@@ -85,7 +85,9 @@ func (c *Cluster) Apply(ctx context.Context, path string, dryRunKinds ...string)
 }
 
 // InstallCRDs applies every manifest in dir (Portico's deploy/crds) and waits until each
-// CustomResourceDefinition is Established, so that its resources can be used at once.
+// CustomResourceDefinition is Established and its resources are in the API server's discovery,
+// so that they can be used at once, also by clients that map kinds through discovery (the
+// discovery documents are updated after Established, later on a busy machine).
 func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
@@ -97,6 +99,10 @@ func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error {
 		}
 	}
 	dyn, err := dynamic.NewForConfig(c.Config())
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Config())
 	if err != nil {
 		return err
 	}
@@ -115,10 +121,29 @@ func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error {
 					established = true
 				}
 			}
-			if !established {
+			if !established || !discovered(dc, crd) {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
+}
+
+// discovered reports whether discovery lists crd's resource in each version it serves.
+func discovered(dc discovery.DiscoveryInterface, crd unstructured.Unstructured) bool {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if served, _ := m["served"].(bool); !served {
+			continue
+		}
+		name, _ := m["name"].(string)
+		list, err := dc.ServerResourcesForGroupVersion(group + "/" + name)
+		if err != nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == plural }) {
+			return false
+		}
+	}
+	return true
 }
