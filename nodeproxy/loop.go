@@ -171,10 +171,10 @@ func (l *syncLoop) sync(ctx context.Context) error {
 	if full {
 		// A full sync renders every Service and builds its whole netlink batch or restore
 		// input at once: at 10,000 Services the heap grew to about twice its live size and
-		// the runtime kept those pages (RSS 316 MB for 140 MB of heap). Full syncs are rare
-		// (start, failures, drift), so their garbage is collected and returned to the system
-		// now, after the sync (its duration metric excludes this), at the cost of one
-		// collection.
+		// the runtime kept those pages (RSS 316 MB for 140 MB of heap). Full syncs come at
+		// start, after failures and every --sync-period (30 s by default), so their garbage is
+		// collected and returned to the system now, after the sync (its duration metric
+		// excludes this), at the cost of one forced collection per full sync.
 		gcStart := time.Now()
 		debug.FreeOSMemory()
 		l.log.V(1).Info("Returned the full sync's memory", "seconds", time.Since(gcStart).Seconds())
