@@ -8,6 +8,7 @@ import (
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/annotations/annotationstest"
+	"github.com/portico-lb/portico/providers/providertest"
 )
 
 type (
@@ -253,15 +254,5 @@ func TestParseServiceOptions(t *testing.T) { optionsTable.Run(t) }
 // the internal and scheme keys, which annotations.Parse reads into the common Internal, and each
 // has cases.
 func TestOptionRulesCoverKeys(t *testing.T) {
-	var read []string
-	for _, r := range optionRules {
-		read = append(read, r.Key)
-	}
-	var declared []annotationstest.Key
-	for _, k := range annotations.Keys {
-		if k.Provider == "aws" && k.Name != annotations.AWSLoadBalancerInternal && k.Name != annotations.AWSLoadBalancerScheme {
-			declared = append(declared, annotationstest.Key{Name: k.Name, Aliases: k.Aliases})
-		}
-	}
-	optionsTable.CheckKeys(t, read, declared)
+	providertest.CheckOptionRules(t, optionsTable, optionRules, "aws", annotations.AWSLoadBalancerInternal, annotations.AWSLoadBalancerScheme)
 }

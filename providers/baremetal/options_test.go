@@ -5,6 +5,7 @@ import (
 
 	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/annotations/annotationstest"
+	"github.com/portico-lb/portico/providers/providertest"
 )
 
 type (
@@ -42,15 +43,5 @@ func TestParseServiceOptions(t *testing.T) { optionsTable.Run(t) }
 // TestOptionRulesCoverKeys: the rules read exactly the baremetal keys annotations.Keys declares,
 // and each has cases.
 func TestOptionRulesCoverKeys(t *testing.T) {
-	var read []string
-	for _, r := range optionRules {
-		read = append(read, r.Key)
-	}
-	var declared []annotationstest.Key
-	for _, k := range annotations.Keys {
-		if k.Provider == "baremetal" {
-			declared = append(declared, annotationstest.Key{Name: k.Name, Aliases: k.Aliases})
-		}
-	}
-	optionsTable.CheckKeys(t, read, declared)
+	providertest.CheckOptionRules(t, optionsTable, optionRules, "baremetal")
 }
