@@ -20,7 +20,7 @@ import (
 )
 
 func main() {
-	columns := flag.String("columns", "portico,iptables,nftables", "comma list of columns: portico, iptables, nftables")
+	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables")
 	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
 	procs := flag.Int("procs", 3, "parallel ginkgo processes per column")
 	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
