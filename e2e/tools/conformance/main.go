@@ -145,7 +145,7 @@ func render(from, selection, readme string) error {
 		}
 		results = append(results, r)
 	}
-	table := fmt.Sprintf("%s selection; each column ran on its own cluster at the same time as the others.\n\n", selection) + conformance.Table(results)
+	table := fmt.Sprintf("%s selection; each column ran on its own cluster, as its own process (`-from`).\n\n", selection) + conformance.Table(results)
 	fmt.Print(table)
 	if readme != "" {
 		return conformance.WriteBetweenMarkers(readme, table)
