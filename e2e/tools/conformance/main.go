@@ -23,7 +23,7 @@ import (
 func main() {
 	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables")
 	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
-	procs := flag.Int("procs", 3, "parallel ginkgo processes per column")
+	procs := flag.Int("procs", 5, "parallel ginkgo processes per column")
 	concurrent := flag.Int("concurrent", 1, "columns run at the same time, each on its own cluster")
 	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
 	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
