@@ -63,9 +63,9 @@ lint: ## gofmt, go vet, staticcheck
 	$(GO) vet -tags e2e,moto ./... # the tags build every test file too
 	$(GO) run $(STATICCHECK) -tags e2e,moto ./...
 
-CONFORMANCE_COLUMNS ?= portico,iptables,nftables
-CONFORMANCE_PROCS ?= 3
-conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico, kube-proxy iptables and nftables; the table goes into the README (docs/conformance.md)
+CONFORMANCE_COLUMNS ?= portico,portico-bgp,iptables,nftables
+CONFORMANCE_PROCS ?= 5
+conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico (L2; the LoadBalancers specs also BGP+ECMP), kube-proxy iptables and nftables; the table goes into the README (docs/conformance.md)
 	$(GO) run ./e2e/tools/conformance -selection full -columns $(CONFORMANCE_COLUMNS) -procs $(CONFORMANCE_PROCS) -readme README.md
 
 DEMO ?= baremetal

@@ -16,8 +16,10 @@
 //   - Base chains: nat-prerouting and nat-output (dstnat) jump to services; nat-postrouting
 //     (srcnat) to masquerading; filter-prerouting and filter-output (dstnat - 10, before DNAT, so
 //     they see LoadBalancer IPs) send new connections through the firewall-ips verdict map
-//     (loadBalancerSourceRanges); filter-input, filter-forward and filter-output (filter - 10)
-//     send new connections through no-endpoints.
+//     (loadBalancerSourceRanges); filter-input, filter-forward and filter-output-post-dnat
+//     (filter - 10, after DNAT: the node's own connections that externalTrafficPolicy: Local
+//     short-circuits to any endpoint are not dropped) send new connections through
+//     no-endpoints.
 //   - Dispatch is by verdict maps keyed on address . protocol . port: service-ips (ClusterIPs,
 //     externalIPs, LoadBalancer IPs : goto the port's chain) and, for local destinations
 //     (fib daddr type local, not loopback; or the --nodeport-addresses), service-nodeports

@@ -20,8 +20,10 @@ const (
 	chainNATPostrouting = "nat-postrouting" // nat postrouting, srcnat: jump masquerading
 	chainFilterPre      = "filter-prerouting"
 	chainFilterOutput   = "filter-output"
-	chainFilterInput    = "filter-input"
-	chainFilterForward  = "filter-forward"
+	// filter-output-post-dnat: the node's own new connections, after DNAT, through no-endpoints.
+	chainFilterOutputPost = "filter-output-post-dnat"
+	chainFilterInput      = "filter-input"
+	chainFilterForward    = "filter-forward"
 
 	chainServices     = "services"     // dispatch by destination, then NodePorts
 	chainNodePorts    = "nodeports"    // dispatch NodePorts by protocol . port

@@ -16,13 +16,15 @@ type baseChain struct {
 // baseChains: DNAT at dstnat (-100) and masquerading at srcnat (100) as iptables' nat table;
 // source ranges before DNAT (-110), so they see the LoadBalancer IP; rejects and drops of new
 // connections just before the filter priority (-10), so they come before other tables'
-// accepts of the same priority.
+// accepts of the same priority, and after DNAT, so that the node's own connections that
+// externalTrafficPolicy: Local short-circuits to any endpoint are not dropped (as kube-proxy).
 var baseChains = []baseChain{
 	{chainNATPrerouting, nftables.ChainTypeNAT, nftables.ChainHookPrerouting, -100},
 	{chainNATOutput, nftables.ChainTypeNAT, nftables.ChainHookOutput, -100},
 	{chainNATPostrouting, nftables.ChainTypeNAT, nftables.ChainHookPostrouting, 100},
 	{chainFilterPre, nftables.ChainTypeFilter, nftables.ChainHookPrerouting, -110},
 	{chainFilterOutput, nftables.ChainTypeFilter, nftables.ChainHookOutput, -110},
+	{chainFilterOutputPost, nftables.ChainTypeFilter, nftables.ChainHookOutput, -10},
 	{chainFilterInput, nftables.ChainTypeFilter, nftables.ChainHookInput, -10},
 	{chainFilterForward, nftables.ChainTypeFilter, nftables.ChainHookForward, -10},
 }
@@ -55,13 +57,14 @@ func staticChains(cfg *config) map[string][]nrule {
 		exprs: append(append(ctStateNew(), f.loadServiceKey()...), vmapLookup(mapFirewall))}
 	noEndpoints := nrule{text: "ct state new jump " + chainNoEndpoints, exprs: append(ctStateNew(), verdict(expr.VerdictJump, chainNoEndpoints))}
 	out := map[string][]nrule{
-		chainNATPrerouting:  {jump(chainServices)},
-		chainNATOutput:      {jump(chainServices)},
-		chainNATPostrouting: {jump(chainMasquerading)},
-		chainFilterPre:      {firewall},
-		chainFilterOutput:   {firewall, noEndpoints},
-		chainFilterInput:    {noEndpoints},
-		chainFilterForward:  {noEndpoints},
+		chainNATPrerouting:    {jump(chainServices)},
+		chainNATOutput:        {jump(chainServices)},
+		chainNATPostrouting:   {jump(chainMasquerading)},
+		chainFilterPre:        {firewall},
+		chainFilterOutput:     {firewall},
+		chainFilterOutputPost: {noEndpoints},
+		chainFilterInput:      {noEndpoints},
+		chainFilterForward:    {noEndpoints},
 		chainNodePorts: {{text: "l4proto . dport vmap @" + mapNodePorts,
 			exprs: append(loadNodePortKey(), vmapLookup(mapNodePorts))}},
 		chainMasquerading: {

@@ -17,24 +17,38 @@ type Column struct {
 	Name string
 	// KubeProxy is kube-proxy's mode in a kube-proxy column; empty for Portico's agent.
 	KubeProxy KubeProxyMode
+	// Short is the column's name for -columns and ColumnByName.
+	Short string
+	// BGP: in Portico's column, the agents announce Pool by BGP to a bird2 router, which
+	// installs each VIP with every announcing node as a next hop (ECMP), instead of by L2.
+	BGP bool
+	// LoadBalancersOnly runs only the selection's LoadBalancers specs (Selection.LoadBalancers).
+	LoadBalancersOnly bool
 }
 
 // The columns of the comparison.
 var (
-	PorticoColumn  = Column{Name: "Portico"}
-	IPTablesColumn = Column{Name: "kube-proxy iptables", KubeProxy: IPTables}
-	NFTablesColumn = Column{Name: "kube-proxy nftables", KubeProxy: NFTables}
-	Columns        = []Column{PorticoColumn, IPTablesColumn, NFTablesColumn}
+	PorticoColumn = Column{Name: "Portico", Short: "portico"}
+	// PorticoBGPColumn runs the LoadBalancers specs with the VIPs routed by BGP and ECMP:
+	// the router spreads the tester's flows over every node that announces a VIP, which
+	// one L2 announcer cannot do.
+	PorticoBGPColumn = Column{Name: "Portico BGP+ECMP", Short: "portico-bgp", BGP: true, LoadBalancersOnly: true}
+	IPTablesColumn   = Column{Name: "kube-proxy iptables", Short: "iptables", KubeProxy: IPTables}
+	NFTablesColumn   = Column{Name: "kube-proxy nftables", Short: "nftables", KubeProxy: NFTables}
+	Columns          = []Column{PorticoColumn, PorticoBGPColumn, IPTablesColumn, NFTablesColumn}
 )
 
-// ColumnByName finds a column by its Name or by a short name: portico, iptables, nftables.
+// ColumnByName finds a column by its Name or its Short name: portico, portico-bgp, iptables,
+// nftables.
 func ColumnByName(name string) (Column, error) {
+	var shorts []string
 	for _, c := range Columns {
-		if strings.EqualFold(name, c.Name) || strings.EqualFold(name, string(c.KubeProxy)) || (c.KubeProxy == "" && strings.EqualFold(name, "portico")) {
+		if strings.EqualFold(name, c.Name) || strings.EqualFold(name, c.Short) {
 			return c, nil
 		}
+		shorts = append(shorts, c.Short)
 	}
-	return Column{}, fmt.Errorf("no column %q (portico, iptables, nftables)", name)
+	return Column{}, fmt.Errorf("no column %q (%s)", name, strings.Join(shorts, ", "))
 }
 
 // ClusterNodes is the node count of every column's cluster: the specs need two schedulable
@@ -105,6 +119,10 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 		return res
 	}
 	res.Setup = time.Since(begin)
+	focus := o.Selection.Focus
+	if col.LoadBalancersOnly {
+		focus = o.Selection.LoadBalancers
+	}
 	o.Logf("conformance: %s: cluster and installs ready after %s; running %s", col.Name, res.Setup.Round(time.Second), o.Selection.Name)
 	res.Specs, res.Took, res.Err = Run(ctx, RunOptions{
 		Binaries:   o.Binaries,
@@ -113,7 +131,7 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 		Nodes:      len(c.Nodes),
 		Dir:        filepath.Join(o.Dir, strings.ReplaceAll(col.Name, " ", "-")),
 		Procs:      o.Procs,
-		Focus:      o.Selection.Focus,
+		Focus:      focus,
 		Skip:       o.Selection.Skip(),
 		Timeout:    o.Selection.Timeout,
 	})

@@ -2,30 +2,98 @@ package conformance
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/portico-lb/portico/e2e/framework/install"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
+	"github.com/portico-lb/portico/e2e/framework/router"
+	"github.com/portico-lb/portico/e2e/framework/wait"
+)
+
+// The AS numbers of the BGP column: the lab's router and the nodes (eBGP).
+const (
+	RouterASN = 64600
+	NodeASN   = 64700
 )
 
 // InstallPortico is the InstallProxy of the comparison. Every column gets Portico's chart
 // (e2e/framework/install) with the controller's baremetal provider serving class-less
 // Services from Pool, so that the LoadBalancer specs have the same LoadBalancer
 // implementation everywhere. In Portico's column the agent is the service proxy and
-// announces Pool by layer 2 (the router reaches it on the LAN); in a kube-proxy column
-// kube-proxy is installed first (the controller reaches the apiserver through the kubernetes
-// ClusterIP it programs), the chart without the agent and Pool without announcement, and the
-// router reaches Pool by ECMP via every node.
+// announces Pool by layer 2 (the router reaches it on the LAN), or with Column.BGP by BGP to
+// the router's bird2 (StartRouterBGP), which routes each VIP by ECMP via the nodes that
+// announce it. In a kube-proxy column kube-proxy is installed first (the controller reaches
+// the apiserver through the kubernetes ClusterIP it programs), the chart without the agent
+// and Pool without announcement, and the router reaches Pool by ECMP via every node.
 func InstallPortico(logf func(string, ...any)) InstallProxy {
 	return func(ctx context.Context, c *nodes.Cluster, col Column) (PoolRouting, error) {
 		opts := install.Options{Pool: Pool, Classless: true, Logf: logf}
 		routing := OnLink
-		if col.KubeProxy != "" {
+		switch {
+		case col.KubeProxy != "":
 			if err := InstallKubeProxy(ctx, c.Client(), c.ControlPlane.Host(), KubeProxyRef, col.KubeProxy, len(c.Nodes)); err != nil {
 				return 0, err
 			}
 			opts.NoAgent, opts.Announce, routing = true, []string{}, ViaEveryNode
+		case col.BGP:
+			bird, err := StartRouterBGP(ctx, c)
+			if err != nil {
+				return 0, err
+			}
+			opts.Announce, routing = []string{"bgp"}, ViaBGP
+			opts.Values = map[string]any{"bgpPeers": []any{map[string]any{"name": "router", "spec": map[string]any{
+				"peerAddress": bird.Host.Addr.String(), "peerASN": RouterASN, "myASN": NodeASN,
+				"holdTime": "9s", "keepaliveTime": "3s",
+			}}}}
+			if _, err := install.Portico(ctx, c, opts); err != nil {
+				return 0, err
+			}
+			return routing, WaitSessions(ctx, bird, c, 3*time.Minute)
 		}
 		_, err := install.Portico(ctx, c, opts)
 		return routing, err
 	}
+}
+
+// StartRouterBGP runs bird2 in the lab's router namespace (e2e/framework/router) with an
+// IPv4 session to every node (router AS RouterASN, nodes NodeASN, no password, no BFD). Its
+// kernel protocol installs a route with all of its next hops (merge paths), so the router's
+// kernel spreads the flows to a VIP over every node that announces it. The lab stops bird
+// when the cluster closes.
+func StartRouterBGP(ctx context.Context, c *nodes.Cluster) (*router.Bird, error) {
+	rt := c.Lab.Router()
+	if rt == nil {
+		return nil, fmt.Errorf("the BGP router needs the lab's router (nodes.Options.Router)")
+	}
+	var ns []router.Neighbor
+	for i, n := range c.Nodes {
+		ns = append(ns, router.Neighbor{Name: fmt.Sprintf("node%d", i+1), Addr: n.Lab.Addr, ASN: NodeASN})
+	}
+	b, err := router.Start(ctx, rt, c.Dir, router.Config{ASN: RouterASN, Neighbors: ns})
+	if err != nil {
+		return nil, fmt.Errorf("starting bird on the router: %w", err)
+	}
+	return b, nil
+}
+
+// WaitSessions waits until bird's session with every node of c is Established.
+func WaitSessions(ctx context.Context, b *router.Bird, c *nodes.Cluster, within time.Duration) error {
+	for i := range c.Nodes {
+		name := fmt.Sprintf("node%d", i+1)
+		err := wait.Poll(ctx, 200*time.Millisecond, within, "bird's session with "+name+" Established", func(ctx context.Context) error {
+			st, err := b.ProtocolState(ctx, name)
+			if err != nil {
+				return err
+			}
+			if st != "Established" {
+				return fmt.Errorf("state %s", st)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

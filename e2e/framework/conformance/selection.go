@@ -28,6 +28,9 @@ type Selection struct {
 	Name string
 	// Focus is ginkgo's --focus.
 	Focus string
+	// LoadBalancers is the focus on the selection's LoadBalancers specs alone (for a column
+	// with LoadBalancersOnly).
+	LoadBalancers string
 	// Timeout bounds a column's run.
 	Timeout time.Duration
 }
@@ -44,22 +47,24 @@ func (s Selection) Skip() string {
 // The selections: Full is what `make conformance` runs, Fast the subset in `make test`.
 var (
 	Full = Selection{
-		Name:    "[sig-network] Services and LoadBalancers specs",
-		Focus:   `\[sig-network\] (Services|LoadBalancers) `,
-		Timeout: 3 * time.Hour,
+		Name:          "[sig-network] Services and LoadBalancers specs",
+		Focus:         `\[sig-network\] (Services|LoadBalancers) `,
+		LoadBalancers: `\[sig-network\] LoadBalancers `,
+		Timeout:       3 * time.Hour,
 	}
 	// Fast leaves out the [Slow] LoadBalancers specs but those of the source-IP group
 	// (ExternalTrafficPolicy: Local), which the Service's own traffic decides.
 	Fast = Selection{
-		Name:    "Conformance Services specs and the LoadBalancers specs not [Slow] or ExternalTrafficPolicy: Local",
-		Focus:   `\[sig-network\] (Services .*\[Conformance\]|LoadBalancers (ExternalTrafficPolicy: Local|\[Feature:LoadBalancer\] should be able to preserve UDP traffic))`,
-		Timeout: 30 * time.Minute,
+		Name:          "Conformance Services specs and the LoadBalancers specs not [Slow] or ExternalTrafficPolicy: Local",
+		Focus:         `\[sig-network\] (Services .*\[Conformance\]|LoadBalancers (ExternalTrafficPolicy: Local|\[Feature:LoadBalancer\] should be able to preserve UDP traffic))`,
+		LoadBalancers: `\[sig-network\] LoadBalancers (ExternalTrafficPolicy: Local|\[Feature:LoadBalancer\] should be able to preserve UDP traffic)`,
+		Timeout:       30 * time.Minute,
 	}
 )
 
 // check compiles the patterns (for tests).
 func (s Selection) check() error {
-	for _, p := range []string{s.Focus, s.Skip()} {
+	for _, p := range []string{s.Focus, s.LoadBalancers, s.Skip()} {
 		if _, err := regexp.Compile(p); err != nil {
 			return err
 		}

@@ -21,6 +21,9 @@ type ColumnResult struct {
 // cell is a column's verdict on a spec for the table.
 func (r ColumnResult) cell(name string) string {
 	i := slices.IndexFunc(r.Specs, func(s Spec) bool { return s.Name == name })
+	if i < 0 && r.Column.LoadBalancersOnly && !strings.HasPrefix(name, "[sig-network] LoadBalancers ") {
+		return "n/a"
+	}
 	if i < 0 {
 		if r.Err != nil {
 			return "not run"

@@ -35,6 +35,9 @@ const (
 	// ViaEveryNode: Pool is routed by ECMP via every node, as a router with static routes and
 	// no health checks would (for kube-proxy, which announces nothing).
 	ViaEveryNode
+	// ViaBGP: the router's bird2 (StartRouterBGP) installs each VIP's route with every node
+	// that announces it as a next hop; the kernel spreads flows over them by ECMP.
+	ViaBGP
 )
 
 // NewTester adds the tester namespace to c's lab (which needs its router: nodes.Options.Router).
@@ -70,6 +73,9 @@ func NewTester(ctx context.Context, c *nodes.Cluster, pool PoolRouting) (*Tester
 		}
 		// Spread the tester's flows by ports too: it is one source address.
 		cmds = append(cmds, cmd{rt.Exec, []string{"sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"}}, cmd{rt.Exec, args})
+	case ViaBGP:
+		// bird adds the routes; the kernel hashes by ports too, as above.
+		cmds = append(cmds, cmd{rt.Exec, []string{"sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"}})
 	}
 	for _, n := range c.Nodes {
 		cmds = append(cmds, cmd{n.Lab.Exec, []string{"ip", "route", "add", src + "/32", "via", rt.Addr.String()}})

@@ -135,6 +135,16 @@ func testExternalTrafficPolicyLocal(t *testing.T) {
 			t.Error("no reply")
 		}
 	})
+	t.Run("the node itself short-circuits to any endpoint", func(t *testing.T) {
+		// As kube-proxy: the node's own connections to its NodePort (and to the LB IP) go to
+		// any endpoint although none is local (upstream "should implement NodePort and
+		// HealthCheckNodePort correctly when ExternalTrafficPolicy changes").
+		for _, dst := range []netip.AddrPort{addrPort(e.node1.Addr, np), netip.AddrPortFrom(vip, 80)} {
+			if r := e.reach(&e.node1.Host, "tcp", dst); r.Server == "" {
+				t.Errorf("%s from node1: no reply", dst)
+			}
+		}
+	})
 	t.Run("health check node port", func(t *testing.T) {
 		hc := svc.Spec.HealthCheckNodePort
 		code, body := e.httpGet(e.client, addrPort(e.node2.Addr, hc), "/any/path")

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -20,9 +21,10 @@ import (
 )
 
 func main() {
-	columns := flag.String("columns", "portico,iptables,nftables", "comma list of columns: portico, iptables, nftables")
+	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables")
 	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
-	procs := flag.Int("procs", 3, "parallel ginkgo processes per column")
+	procs := flag.Int("procs", 5, "parallel ginkgo processes per column")
+	concurrent := flag.Int("concurrent", 1, "columns run at the same time, each on its own cluster")
 	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
 	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
 	timeout := flag.Duration("timeout", 0, "bound each column's ginkgo run (0: the selection's own bound); specs still running then are reported as interrupted")
@@ -34,12 +36,12 @@ func main() {
 		}
 		return
 	}
-	if err := run(*columns, *selection, *procs, *timeout, *out, *readme); err != nil {
+	if err := run(*columns, *selection, *procs, *concurrent, *timeout, *out, *readme); err != nil {
 		log.Fatalf("conformance: %v", err)
 	}
 }
 
-func run(columns, selection string, procs int, timeout time.Duration, out, readme string) error {
+func run(columns, selection string, procs, concurrent int, timeout time.Duration, out, readme string) error {
 	var cols []conformance.Column
 	for _, name := range strings.Split(columns, ",") {
 		c, err := conformance.ColumnByName(strings.TrimSpace(name))
@@ -82,24 +84,35 @@ func run(columns, selection string, procs int, timeout time.Duration, out, readm
 		return err
 	}
 	log.Printf("conformance: programs and images ready after %s", time.Since(begin).Round(time.Second))
-	var results []conformance.ColumnResult
-	for _, col := range cols {
-		r := conformance.RunColumn(ctx, col, conformance.ColumnOptions{
-			Binaries: bins, Images: imgs, Selection: sel, Dir: out, Procs: procs,
-			Install: conformance.InstallPortico(log.Printf), Logf: log.Printf,
-		})
-		if r.Err != nil {
-			log.Printf("conformance: %s: %v", col.Name, r.Err)
-		}
-		results = append(results, r)
-		if ctx.Err() != nil {
-			break
-		}
+	// Up to concurrent columns at once, each on its own cluster; results in column order.
+	results := make([]conformance.ColumnResult, len(cols))
+	sem := make(chan struct{}, max(concurrent, 1))
+	var wg sync.WaitGroup
+	for i, col := range cols {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if ctx.Err() != nil {
+				results[i] = conformance.ColumnResult{Column: col, Err: ctx.Err()}
+				return
+			}
+			r := conformance.RunColumn(ctx, col, conformance.ColumnOptions{
+				Binaries: bins, Images: imgs, Selection: sel, Dir: out, Procs: procs,
+				Install: conformance.InstallPortico(log.Printf), Logf: log.Printf,
+			})
+			if r.Err != nil {
+				log.Printf("conformance: %s: %v", col.Name, r.Err)
+			}
+			results[i] = r
+		}()
 	}
+	wg.Wait()
 	table := conformance.Table(results)
 	fmt.Print(table)
-	summary := fmt.Sprintf("%s, %d ginkgo processes per column; whole run %s (`make conformance`, %s).\n\n",
-		sel.Name, procs, time.Since(begin).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
+	summary := fmt.Sprintf("%s, %d ginkgo processes per column, %d columns at a time; whole run %s (`make conformance`, %s).\n\n",
+		sel.Name, procs, max(concurrent, 1), time.Since(begin).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
 	if err := os.WriteFile(filepath.Join(out, "table.md"), []byte(summary+table), 0o644); err != nil {
 		return err
 	}
@@ -132,7 +145,7 @@ func render(from, selection, readme string) error {
 		}
 		results = append(results, r)
 	}
-	table := fmt.Sprintf("%s selection; each column ran on its own cluster at the same time as the others.\n\n", selection) + conformance.Table(results)
+	table := fmt.Sprintf("%s selection; each column ran on its own cluster, as its own process (`-from`).\n\n", selection) + conformance.Table(results)
 	fmt.Print(table)
 	if readme != "" {
 		return conformance.WriteBetweenMarkers(readme, table)
