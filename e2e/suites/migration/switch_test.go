@@ -25,6 +25,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/nodes"
 	"github.com/portico-lb/portico/e2e/framework/ports"
 	"github.com/portico-lb/portico/e2e/framework/process"
+	"github.com/portico-lb/portico/e2e/framework/router"
 	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/e2e/framework/traffic"
 	"github.com/portico-lb/portico/e2e/framework/wait"
@@ -36,6 +37,11 @@ const (
 	// (it resolves the VIPs by ARP); switchPinned is an address a Service asks MetalLB for.
 	switchOnLink = "198.18.222.0/24"
 	switchPinned = "198.18.222.20"
+	// switchRouted is where the BGP pool of the test lies, routed from the client behind the
+	// router; nodeASN and routerASN are the sessions' AS numbers.
+	switchRouted = "198.18.223.0/24"
+	nodeASN      = 64512
+	routerASN    = 64513
 
 	// l2FailoverBound is one layer-2 failover of Portico: membership declares the node dead
 	// and the new announcer's gratuitous ARP lands (README, BenchmarkL2Failover: worst 746 ms
@@ -62,7 +68,7 @@ const (
 // requests on new connections fail for no longer than one failover, and the held connections
 // reset are counted and reported.
 func TestSwitchUnderTraffic(t *testing.T) {
-	c := nodes.New(t, nodes.Options{Nodes: 3, Clients: 1})
+	c := nodes.New(t, nodes.Options{Nodes: 3, Clients: 1, Router: true})
 	ctx := t.Context()
 	cs := c.Client()
 	cp := c.ControlPlane
@@ -91,6 +97,39 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		t.Fatalf("installing Portico's CRDs: %v", err)
 	}
 	if err := cp.Apply(ctx, filepath.Join("testdata", "switch.yaml")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The router: bird peering with every node, and a client behind it.
+	rh := c.Lab.Router()
+	var neighbors []router.Neighbor
+	for _, n := range c.Nodes {
+		neighbors = append(neighbors, router.Neighbor{Name: n.Name, Addr: n.Lab.Addr, ASN: nodeASN})
+	}
+	bird, err := router.Start(ctx, rh, t.TempDir(), router.Config{ASN: routerASN, Neighbors: neighbors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rh.Exec(ctx, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
+		t.Fatal(err)
+	}
+	outside, err := router.AddOutside(ctx, c.Lab, rh, netip.MustParsePrefix(switchRouted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodeHosts []*netlab.Host
+	var nodeAddrs []netip.Addr
+	for _, n := range c.Nodes {
+		nodeHosts, nodeAddrs = append(nodeHosts, &n.Lab.Host), append(nodeAddrs, n.Lab.Addr)
+	}
+	if err := outside.RouteBack(ctx, nodeHosts...); err != nil {
+		t.Fatal(err)
+	}
+	bgpConfig := filepath.Join(t.TempDir(), "bgp.yaml")
+	if err := os.WriteFile(bgpConfig, []byte(fmt.Sprintf(switchBGP, nodeASN, routerASN, rh.Addr)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Apply(ctx, bgpConfig); err != nil {
 		t.Fatal(err)
 	}
 
@@ -162,6 +201,7 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		h.LoadBalancer("pinned", echo(nodes.EchoPort), ann("metallb.io/loadBalancerIPs", switchPinned)),
 		h.LoadBalancer("web", echo(nodes.EchoPort), shared),
 		h.LoadBalancer("web-alt", echo(nodes.EchoPort+1), shared),
+		h.LoadBalancer("routed", echo(nodes.EchoPort), ann("metallb.io/address-pool", "routed")),
 	}
 	for _, s := range svcs {
 		h.Create(s)
@@ -179,11 +219,24 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		targets = append(targets, netip.AddrPortFrom(netip.MustParseAddr(got.Status.LoadBalancer.Ingress[0].IP), uint16(got.Spec.Ports[0].Port)))
 	}
 	t.Logf("MetalLB %s allocated: %s", metallb.Version, describe(before))
-	for _, target := range targets {
-		err := wait.Poll(ctx, 100*time.Millisecond, 2*time.Minute, "the client served through "+target.String()+" (MetalLB's ARP, kube-proxy's rules)", func(ctx context.Context) error {
+	// The last Service is routed: the client behind the router reaches it.
+	routed := targets[len(targets)-1]
+	targets = targets[:len(targets)-1]
+	routedPrefix := netip.PrefixFrom(routed.Addr(), 32)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	if out, err := bird.WaitNextHops(rctx, routedPrefix, nodeAddrs); err != nil {
+		t.Fatalf("MetalLB's routes: %v\n%s\n%s", err, out, dumpAll(dumps))
+	}
+	cancel()
+	for i, target := range append(slices.Clone(targets), routed) {
+		from := client
+		if i == len(targets) {
+			from = &outside.Host
+		}
+		err := wait.Poll(ctx, 100*time.Millisecond, 2*time.Minute, from.Name+" served through "+target.String()+" (MetalLB's announcement, kube-proxy's rules)", func(ctx context.Context) error {
 			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			_, err := client.Request(rctx, "tcp", target)
+			_, err := from.Request(rctx, "tcp", target)
 			return err
 		})
 		if err != nil {
@@ -199,10 +252,12 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	for _, target := range targets {
 		loads = append(loads, traffic.Start(t, client, target, traffic.Options{Held: 2, Timeout: 3 * time.Second}))
 	}
+	loads = append(loads, traffic.Start(t, &outside.Host, routed, traffic.Options{Held: 4, Timeout: 3 * time.Second}))
+	allTargets := append(slices.Clone(targets), routed)
 	flowing := func(what string) {
 		t.Helper()
 		for i, l := range loads {
-			l.WaitRounds(t, 5, fmt.Sprintf("traffic to %s flowing %s", targets[i], what))
+			l.WaitRounds(t, 5, fmt.Sprintf("traffic to %s flowing %s", allTargets[i], what))
 		}
 	}
 	flowing("before the switch")
@@ -222,7 +277,7 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	t.Logf("migrate metallb:\n%s", out)
-	if !strings.Contains(out, "4 keep their addresses") {
+	if !strings.Contains(out, "5 keep their addresses") {
 		t.Fatalf("the command does not say every Service keeps its address:\n%s", out)
 	}
 	step("controller stopped and migrate", at)
@@ -230,7 +285,7 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	// Step 5: Portico from its chart: the controller for class-less Services, the agents
 	// announcing by ARP beside kube-proxy (other health and metrics ports meanwhile).
 	at = time.Now()
-	install.Must(t, c, install.Options{Tag: tag, Classless: true, Announce: []string{"l2"}, Values: map[string]any{
+	install.Must(t, c, install.Options{Tag: tag, Classless: true, Announce: []string{"l2", "bgp"}, Values: map[string]any{
 		"agent": map[string]any{"healthzPort": agentHealthzPort, "metricsBindAddress": agentMetrics},
 	}})
 	for _, s := range svcs {
@@ -242,19 +297,36 @@ func TestSwitchUnderTraffic(t *testing.T) {
 			}
 			return "not Ready under portico-controller"
 		})
-		h.WaitEvent(s.Name, l2.ReasonAnnouncing, "")
+		if s.Name != "routed" {
+			h.WaitEvent(s.Name, l2.ReasonAnnouncing, "")
+		}
 	}
 	step("helm install, agents announcing", at)
 	flowing("with MetalLB's speakers and Portico's agents both announcing")
 
-	// Step 6: MetalLB's speakers go.
-	at = time.Now()
+	// Step 6: MetalLB's speakers go, one node at a time: the router holds one session per
+	// node, MetalLB's until its speaker stops; the node's path comes back when the agent's
+	// session is up and its route in the router's kernel.
 	for _, n := range c.Nodes {
+		metallbSession := session(t, bird, n.Name)
+		at = time.Now()
 		if err := speakers[n.Name].Stop(process.DefaultGrace); err != nil && !strings.Contains(err.Error(), "signal") {
 			t.Logf("stopping the speaker on %s: %v", n.Name, err)
 		}
+		wait.For(t, time.Minute, "a new session from "+n.Name+" (the agent's) established", func() error {
+			if now := session(t, bird, n.Name); now == metallbSession || !strings.Contains(now, "Established") {
+				return fmt.Errorf("bird: %s (MetalLB's: %s)", now, metallbSession)
+			}
+			return nil
+		})
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		if out, err := bird.WaitNextHops(rctx, routedPrefix, nodeAddrs); err != nil {
+			cancel()
+			t.Fatalf("Portico's route from %s: %v\n%s", n.Name, err, out)
+		}
+		cancel()
+		step("speaker on "+n.Name+" stopped, the agent's session and route in", at)
 	}
-	step("speakers stopped", at)
 	flowing("after MetalLB's speakers stopped")
 
 	// Step 7: kube-proxy goes, and its rules with it.
@@ -272,6 +344,9 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	step("kube-proxy stopped and cleaned up", at)
 	flowing("after kube-proxy left")
 	t.Logf("after the switch, the client reaches: %s", announcers(t, client, targets, macs))
+	if hops, err := bird.NextHops(ctx, routedPrefix); err == nil {
+		t.Logf("after the switch, the router's next hops for %s: %v", routedPrefix, hops)
+	}
 
 	// Every Service keeps its address, and was served throughout.
 	changes, events := rec.stop()
@@ -288,7 +363,7 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		served += int(res.OK)
 		longest = max(longest, res.LongestFailure)
 		t.Logf("%s: %d served (%d on held connections), %d of %d new connections failed (longest window %s), slowest new %s, %d held connections reset",
-			targets[i], res.OK, res.OnHeld, res.FailedNew, res.NewRequests, res.LongestFailure.Round(time.Millisecond), res.SlowestNew.Round(time.Millisecond), len(res.Resets))
+			allTargets[i], res.OK, res.OnHeld, res.FailedNew, res.NewRequests, res.LongestFailure.Round(time.Millisecond), res.SlowestNew.Round(time.Millisecond), len(res.Resets))
 		for _, f := range res.Failed {
 			t.Logf("  failed: %s", f)
 		}
@@ -297,7 +372,7 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		}
 		if res.LongestFailure > l2FailoverBound {
 			t.Errorf("%s: new connections failed for %s in a row (from %s), more than one failover (%s)",
-				targets[i], res.LongestFailure.Round(time.Millisecond), res.LongestFailureAt.Format("15:04:05.000"), l2FailoverBound)
+				allTargets[i], res.LongestFailure.Round(time.Millisecond), res.LongestFailureAt.Format("15:04:05.000"), l2FailoverBound)
 		}
 	}
 	t.Logf("switch (%s): %s", time.Since(began).Round(time.Millisecond), strings.Join(steps, "; "))
@@ -434,4 +509,46 @@ func (n *neighbours) stop() []string {
 	n.cancel()
 	<-n.done
 	return n.changes
+}
+
+// switchBGP is MetalLB's BGP configuration of the test (node ASN, router ASN, router
+// address): a pool only Services that name it use, advertised to the router.
+const switchBGP = `
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: routed, namespace: metallb-system}
+spec:
+  addresses: [198.18.223.16/28]
+  autoAssign: false
+---
+apiVersion: metallb.io/v1beta1
+kind: BGPAdvertisement
+metadata: {name: routed, namespace: metallb-system}
+spec:
+  ipAddressPools: [routed]
+---
+apiVersion: metallb.io/v1beta2
+kind: BGPPeer
+metadata: {name: router, namespace: metallb-system}
+spec:
+  myASN: %d
+  peerASN: %d
+  peerAddress: %s
+`
+
+// session is bird's line for the session with node (`birdc show protocols NAME`: state, since
+// when, BGP state): it changes when the session goes down and when another one comes up.
+func session(t *testing.T, b *router.Bird, node string) string {
+	t.Helper()
+	out, err := b.Birdc(t.Context(), "show", "protocols", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == node {
+			return strings.Join(f, " ")
+		}
+	}
+	t.Fatalf("bird has no protocol %s:\n%s", node, out)
+	return ""
 }
