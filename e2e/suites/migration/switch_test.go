@@ -3,6 +3,7 @@ package migration_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -412,11 +413,16 @@ func nodeMACs(t *testing.T, c *nodes.Cluster) map[string]string {
 	t.Helper()
 	macs := map[string]string{}
 	for _, n := range c.Nodes {
-		out, err := n.Lab.Exec(t.Context(), "cat", "/sys/class/net/eth0/address")
+		err := n.Lab.Do(func() error {
+			ifc, err := net.InterfaceByName("eth0")
+			if err == nil {
+				macs[ifc.HardwareAddr.String()] = n.Name
+			}
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		macs[strings.TrimSpace(string(out))] = n.Name
 	}
 	return macs
 }
