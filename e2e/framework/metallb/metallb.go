@@ -110,6 +110,29 @@ func ControllerArgs(ns, pod string, metricsPort, healthPort int) []string {
 	}
 }
 
+// SpeakerArgs are the flags the suites run MetalLB's speaker with on node node (in the node's
+// network namespace, as the speaker's hostNetwork pod runs): namespace ns, its own Pod pod
+// (create it with SpeakerPod), metrics and health probes on the given ports, memberlist off
+// (no --ml-bindaddr: every node is taken as running a speaker, as MetalLB does without it) and
+// the native BGP implementation (METALLB_BGP_TYPE unset), which runs no frr-k8s code.
+func SpeakerArgs(ns, pod, node string, metricsPort, healthPort int) []string {
+	return []string{
+		"--namespace=" + ns, "--pod-name=" + pod, "--node-name=" + node,
+		fmt.Sprintf("--port=%d", metricsPort), fmt.Sprintf("--health-probe-port=%d", healthPort),
+		"--log-level=info",
+	}
+}
+
+// SpeakerPod is the Pod object the speaker process on node stands for, like OwnPod: the
+// speaker reads it at start. It is bound to no node (a node name that no Node has), so that no
+// kubelet tries to run it.
+func SpeakerPod(ns, node string) *corev1.Pod {
+	p := OwnPod(ns, "metallb-speaker-"+node)
+	p.Labels["component"] = "speaker"
+	p.Spec.Containers[0].Name, p.Spec.Containers[0].Image = "speaker", "metallb-speaker:"+Version
+	return p
+}
+
 // OwnPod is the Pod object MetalLB's controller process stands for: it is never scheduled (the
 // process runs outside the cluster) and exists only because the controller reads its own Pod
 // at start.

@@ -1,15 +1,12 @@
 package install
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
 	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/traffic"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/nodeproxy/nftables"
 	"github.com/portico-lb/portico/nodeproxy/rules"
@@ -141,15 +139,16 @@ func TestInstall(t *testing.T) {
 
 	t.Run("upgrade under traffic", func(t *testing.T) {
 		next := tag + "-next"
-		load := startTraffic(t, client, target, 4)
-		load.waitRounds(t, 5, "traffic flowing before the upgrade")
+		load := traffic.Start(t, client, target, traffic.Options{Held: 4})
+		load.WaitRounds(t, 5, "traffic flowing before the upgrade")
 		upgraded := time.Now()
 		if err := r.Upgrade(ctx, next, nil); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("helm upgrade to %s, every agent and controller replaced and Ready: %s", next, time.Since(upgraded).Round(time.Millisecond))
-		load.waitRounds(t, 5, "traffic flowing after the upgrade")
-		ok, onHeld, failed, resets := load.stop()
+		load.WaitRounds(t, 5, "traffic flowing after the upgrade")
+		res := load.Stop()
+		ok, onHeld, failed, resets := res.OK, res.OnHeld, res.Failed, res.Resets
 		t.Logf("during the upgrade: %d requests served (%d over held connections, %d on new connections); %d new connections failed; %d held connections reset",
 			ok, onHeld, ok-onHeld, len(failed), len(resets))
 		if len(failed) > 0 {
@@ -339,141 +338,4 @@ func leftovers(t *testing.T, c *nodes.Cluster, r *install.Release) {
 // (portico-e2e:..., e2e/framework/nodes' CoreDNS RBAC).
 func ours(name string) bool {
 	return strings.HasPrefix(name, "portico") && !strings.HasPrefix(name, "portico-e2e:")
-}
-
-// traffic is a client's continuous load on a VIP: held connections, each writing a line and
-// reading its echo in turn (a reset one is counted and replaced by a new held connection), and
-// a loop opening a new connection per request.
-type traffic struct {
-	held   int
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	ok     atomic.Int64
-	onHeld atomic.Int64
-	rounds []atomic.Int64 // per worker (held connections, then the new-connection loop)
-	mu     sync.Mutex
-	failed []string // on new connections
-	resets []string // of held connections
-}
-
-func startTraffic(t *testing.T, client *netlab.Host, target netip.AddrPort, held int) *traffic {
-	ctx, cancel := context.WithCancel(t.Context())
-	l := &traffic{held: held, cancel: cancel, rounds: make([]atomic.Int64, held+1)}
-	record := func(list *[]string, format string, args ...any) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		*list = append(*list, fmt.Sprintf(format, args...))
-	}
-	for i := range held {
-		l.wg.Go(func() {
-			for ctx.Err() == nil {
-				conn, err := client.DialTCP(ctx, target)
-				if err != nil {
-					if ctx.Err() == nil {
-						record(&l.failed, "opening held connection %d: %v", i, err)
-					}
-					return
-				}
-				if err := l.hold(ctx, i, conn); err != nil && ctx.Err() == nil {
-					record(&l.resets, "held connection %d: %v", i, err)
-				}
-			}
-		})
-	}
-	l.wg.Go(func() {
-		for seq := 0; ctx.Err() == nil; seq++ {
-			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err := client.Request(rctx, "tcp", target)
-			rcancel()
-			if ctx.Err() != nil {
-				return
-			}
-			if err != nil {
-				record(&l.failed, "new connection %d: %v", seq, err)
-			} else {
-				l.ok.Add(1)
-				l.rounds[held].Add(1)
-			}
-			if !pause(ctx, 20*time.Millisecond) {
-				return
-			}
-		}
-	})
-	t.Cleanup(func() { l.stop() })
-	return l
-}
-
-// hold runs requests over conn until ctx ends (nil) or a request fails.
-func (l *traffic) hold(ctx context.Context, i int, conn net.Conn) error {
-	defer conn.Close()
-	rd := bufio.NewReader(conn)
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	greeting, err := rd.ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("reading the greeting: %w", err)
-	}
-	for seq := 0; ctx.Err() == nil; seq++ {
-		line := fmt.Sprintf("conn %d request %d\n", i, seq)
-		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := conn.Write([]byte(line)); err != nil {
-			return fmt.Errorf("(%s) request %d: write: %w", strings.TrimSpace(greeting), seq, err)
-		}
-		got, err := rd.ReadString('\n')
-		if err != nil || got != line {
-			return fmt.Errorf("(%s) request %d: read %q: %v", strings.TrimSpace(greeting), seq, got, err)
-		}
-		l.ok.Add(1)
-		l.onHeld.Add(1)
-		l.rounds[i].Add(1)
-		if !pause(ctx, 20*time.Millisecond) {
-			return nil
-		}
-	}
-	return nil
-}
-
-// pause paces a load loop (the request rate, not a wait for a state); false when ctx ended.
-func pause(ctx context.Context, d time.Duration) bool {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-tm.C:
-		return true
-	}
-}
-
-// waitRounds waits until every worker has completed n more requests than now; a failed new
-// connection ends the wait.
-func (l *traffic) waitRounds(t *testing.T, n int64, what string) {
-	t.Helper()
-	start := make([]int64, len(l.rounds))
-	for i := range l.rounds {
-		start[i] = l.rounds[i].Load()
-	}
-	wait.For(t, 2*time.Minute, what, func() error {
-		l.mu.Lock()
-		failed := slices.Clone(l.failed)
-		l.mu.Unlock()
-		if len(failed) > 0 {
-			return wait.Stop(fmt.Errorf("%d requests failed: %s", len(failed), failed[0]))
-		}
-		for i := range l.rounds {
-			if got := l.rounds[i].Load() - start[i]; got < n {
-				return fmt.Errorf("worker %d: %d of %d requests", i, got, n)
-			}
-		}
-		return nil
-	})
-}
-
-// stop ends the load and returns the requests served, those served over held connections,
-// the failed requests on new connections and the held connections reset.
-func (l *traffic) stop() (ok, onHeld int64, failed, resets []string) {
-	l.cancel()
-	l.wg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ok.Load(), l.onHeld.Load(), slices.Clone(l.failed), slices.Clone(l.resets)
 }

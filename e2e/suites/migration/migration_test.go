@@ -16,9 +16,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -98,6 +103,9 @@ func TestMigrateFromMetalLBKeepsEveryAddress(t *testing.T) {
 	if err := testCluster.Apply(ctx, filepath.Join("testdata", "metallb.yaml")); err != nil {
 		t.Fatal(err)
 	}
+	// Registered first, so it runs last (after the processes stopped): the suite's control
+	// plane is shared, and a second run (-count=2) must start from the same state.
+	t.Cleanup(func() { cleanUp(t, cs, cl) })
 
 	// MetalLB allocates. Its controller reads its own Pod at start; the namespace's default
 	// ServiceAccount, which a Pod needs, comes from kube-controller-manager a moment after the
@@ -131,7 +139,7 @@ func TestMigrateFromMetalLBKeepsEveryAddress(t *testing.T) {
 	t.Logf("MetalLB %s allocated %d Services: %s", metallb.Version, len(before), describe(before))
 
 	// From here on, every change of any Service's status.loadBalancer is recorded.
-	rec := watchStatus(t, before)
+	rec := watchStatus(t, cs, appsNS, before)
 
 	if err := ml.Stop(process.DefaultGrace); err != nil && !strings.Contains(err.Error(), "signal") {
 		t.Logf("stopping MetalLB: %v", err)
@@ -292,7 +300,7 @@ func describe(st map[string]corev1.LoadBalancerStatus) string {
 	return strings.Join(parts, " ")
 }
 
-// recorder watches the Services of appsNS and records every status.loadBalancer that differs
+// recorder watches the Services of a namespace and records every status.loadBalancer that differs
 // from the one the Service had when the recording began.
 type recorder struct {
 	cancel  context.CancelFunc
@@ -302,9 +310,9 @@ type recorder struct {
 	events  int
 }
 
-func watchStatus(t *testing.T, before map[string]corev1.LoadBalancerStatus) *recorder {
+func watchStatus(t *testing.T, cs kubernetes.Interface, ns string, before map[string]corev1.LoadBalancerStatus) *recorder {
 	t.Helper()
-	list, err := testCluster.Client().CoreV1().Services(appsNS).List(context.Background(), metav1.ListOptions{})
+	list, err := cs.CoreV1().Services(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +324,7 @@ func watchStatus(t *testing.T, before map[string]corev1.LoadBalancerStatus) *rec
 	ctx, cancel := context.WithCancel(context.Background())
 	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return testCluster.Client().CoreV1().Services(appsNS).Watch(ctx, o)
+			return cs.CoreV1().Services(ns).Watch(ctx, o)
 		},
 	})
 	if err != nil {
@@ -437,4 +445,71 @@ func newClient(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// cleanUp removes what the test made on the suite's shared control plane: the Services of
+// appsNS (their finalizers first: portico-controller may be gone), the AddressPools and
+// BGPPeers the command wrote, MetalLB's configuration and its controller's Pod object.
+func cleanUp(t *testing.T, cs kubernetes.Interface, cl client.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := cs.CoreV1().Services(appsNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("cleaning up: %v", err)
+		return
+	}
+	for _, s := range list.Items {
+		if _, err := services.Update(ctx, cs, appsNS, s.Name, func(s *corev1.Service) { s.Finalizers = nil }); err != nil {
+			t.Errorf("cleaning up %s: %v", s.Name, err)
+		}
+		if err := cs.CoreV1().Services(appsNS).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleaning up %s: %v", s.Name, err)
+		}
+	}
+	for _, obj := range []client.Object{&v1alpha1.AddressPool{}, &v1alpha1.BGPPeer{}} {
+		if err := cl.DeleteAllOf(ctx, obj); err != nil {
+			t.Errorf("cleaning up %T: %v", obj, err)
+		}
+	}
+	for _, o := range metallbObjects {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "metallb.io", Version: o[0], Kind: o[1]})
+		if err := cl.DeleteAllOf(ctx, u, client.InNamespace(metallbNS)); err != nil && !meta.IsNoMatchError(err) {
+			t.Errorf("cleaning up MetalLB's %s: %v", o[1], err)
+		}
+	}
+	// At once: no kubelet runs the Pod to confirm a graceful deletion.
+	if err := cs.CoreV1().Pods(metallbNS).Delete(ctx, "metallb-controller", *metav1.NewDeleteOptions(0)); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("cleaning up MetalLB's Pod: %v", err)
+	}
+	wait.For(t, time.Minute, "the test's objects gone", func() error {
+		var left []string
+		l, err := cs.CoreV1().Services(appsNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, s := range l.Items {
+			left = append(left, "Service/"+s.Name)
+		}
+		if _, err := cs.CoreV1().Pods(metallbNS).Get(ctx, "metallb-controller", metav1.GetOptions{}); err == nil {
+			left = append(left, "Pod/metallb-controller")
+		}
+		var pools v1alpha1.AddressPoolList
+		if err := cl.List(ctx, &pools); err != nil {
+			return err
+		}
+		for _, p := range pools.Items {
+			left = append(left, "AddressPool/"+p.Name)
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left: %s", strings.Join(left, ", "))
+		}
+		return nil
+	})
+}
+
+// metallbObjects are the kinds testdata/metallb.yaml creates (version, kind).
+var metallbObjects = [][2]string{
+	{"v1beta1", "IPAddressPool"}, {"v1beta1", "L2Advertisement"}, {"v1beta1", "BGPAdvertisement"},
+	{"v1beta1", "Community"}, {"v1beta2", "BGPPeer"},
 }
