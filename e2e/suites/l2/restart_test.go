@@ -151,7 +151,8 @@ func (w *neighbourWatch) close() []string {
 // TestL2AgentRestart: restarting the announcing agent with SIGTERM (as a DaemonSet rolling
 // update does) keeps both VIPs on its node and a held TCP connection alive, with no failed
 // new connection; the other agents hold the node for --membership-restart-hold instead of
-// taking its VIPs. Killing the same agent with SIGKILL (a crash) still fails over within
+// taking its VIPs (the new agent starts only once they have dropped the old member and hold
+// the node). Killing the same agent with SIGKILL (a crash) still fails over within
 // failoverMax.
 func TestL2AgentRestart(t *testing.T) {
 	s := newScenario(t, "restart")
@@ -180,10 +181,20 @@ func TestL2AgentRestart(t *testing.T) {
 	if out := old.Output(); !logged(out, `"Stopped; rules stay in place"`, "15s") {
 		t.Errorf("the agent on %s did not stop for a restart (restartHold 15s); output tail:\n%s", winner, tail(out, 20))
 	}
+	// The others' failure detectors drop the stopped member within about a second; they hold
+	// the node instead of declaring it dead. Waiting for that before the new agent starts
+	// covers the slow restart (a pod replaced), not only one faster than detection.
+	restarting := `portico_agent_membership_nodes{state="restarting"} 1` + "\n"
+	waitMetric(t, next, restarting, 10*time.Second)
+	if m := metrics(t, next); !strings.Contains(m, `portico_agent_membership_nodes{state="dead"} 0`+"\n") {
+		t.Errorf("%s counts a dead node while %s restarts", next, winner)
+	}
+	held.waitServed(t, 5, 10*time.Second)
 	if err := startAgent(nodeByName(winner)); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Since(t0)
+	waitMetric(t, next, `portico_agent_membership_nodes{state="restarting"} 0`+"\n", 10*time.Second)
 	// The new agent announces again (its takeover burst); the others saw the node restart
 	// and come back.
 	arpingOnly(t, s.v4, winner, 10*time.Second)
@@ -214,6 +225,18 @@ func TestL2AgentRestart(t *testing.T) {
 	t.Logf("SIGKILL: failover %v; %d requests in the %v after, %d failed", res.failover, res.sent, afterAnnounce, res.failed)
 	heal(t, failureKill, winner)
 	s.settle(t, winner)
+}
+
+// waitMetric waits until node's agent's /metrics contain line.
+func waitMetric(tb testing.TB, node, line string, within time.Duration) {
+	tb.Helper()
+	end := time.Now().Add(within)
+	for !strings.Contains(metrics(tb, node), line) {
+		if time.Now().After(end) {
+			tb.Fatalf("%s's metrics lack %q after %v", node, strings.TrimSpace(line), within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // logged reports whether a line of out contains every part.
