@@ -169,18 +169,26 @@ func writeFile(t *testing.T, content string) string {
 	return p
 }
 
-// recorder is a logger that keeps every line, to tell whether a view ever changed.
+// recorder is a logger that keeps every line, to tell whether a view ever changed. It does
+// not log to t: memberlist's goroutines may still write after the test ended; the lines are
+// shown when the test failed.
 type recorder struct {
 	mu    sync.Mutex
 	lines []string
 }
 
 func (r *recorder) logger(t *testing.T) logr.Logger {
+	t.Cleanup(func() {
+		if t.Failed() {
+			r.mu.Lock()
+			t.Log("node1's log:\n" + strings.Join(r.lines, "\n"))
+			r.mu.Unlock()
+		}
+	})
 	return funcr.New(func(prefix, args string) {
 		r.mu.Lock()
 		r.lines = append(r.lines, args)
 		r.mu.Unlock()
-		t.Log(prefix, args)
 	}, funcr.Options{})
 }
 

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/portico-lb/portico/e2e/framework/install"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
@@ -150,6 +151,7 @@ func TestInstall(t *testing.T) {
 		// The node answering ARP for the VIP, and every MAC the client resolves it to during
 		// the upgrade: replacing the agents must not move the VIP.
 		neigh := watchNeighbour(t, client, vip)
+		oldLogs := followAgentLogs(t, cs, r.Namespace)
 		upgraded := time.Now()
 		if err := r.Upgrade(ctx, next, nil); err != nil {
 			t.Fatal(err)
@@ -170,8 +172,16 @@ func TestInstall(t *testing.T) {
 			t.Errorf("%d held connections reset during the upgrade, e.g. %s", len(resets), strings.Join(resets[:min(5, len(resets))], "; "))
 		}
 		if len(macs) != 1 {
-			t.Errorf("the VIP moved between nodes during the upgrade: the client resolved it to %v", macs)
+			t.Errorf("the VIP moved between nodes during the upgrade: the client resolved it to %v (node MACs: %v)", macs, nodeMACs(t, c))
 		}
+		// What the agents, old and new, saw of the others' restarts (holds, returns, takeovers).
+		words := []string{"Membership", "Announcing VIP", "Withdrawing VIP", "Joined membership", "Stopped"}
+		if t.Failed() {
+			for pod, lines := range oldLogs() {
+				t.Logf("replaced agent %s:\n%s", pod, strings.Join(grep(lines, words), "\n"))
+			}
+		}
+		agentLog(t, cs, r.Namespace, words...)
 		after := svcs.Get("echo")
 		if got := after.Status.LoadBalancer.Ingress; len(got) != 1 || got[0].IP != vip.String() {
 			t.Errorf("the VIP changed in the upgrade: ingress %+v, was %s", got, vip)
@@ -484,6 +494,89 @@ func (l *traffic) stop() (ok, onHeld int64, failed, resets []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ok.Load(), l.onHeld.Load(), slices.Clone(l.failed), slices.Clone(l.resets)
+}
+
+// agentLog logs the lines of every agent pod's log that contain one of words.
+func agentLog(t *testing.T, cs kubernetes.Interface, ns string, words ...string) {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=portico-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		b, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+		if err != nil {
+			t.Errorf("logs of %s: %v", p.Name, err)
+			continue
+		}
+		t.Logf("agent %s on %s:\n%s", p.Name, p.Spec.NodeName, strings.Join(grep(strings.Split(string(b), "\n"), words), "\n"))
+	}
+}
+
+// grep returns the lines that contain one of words.
+func grep(lines, words []string) []string {
+	var keep []string
+	for _, line := range lines {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
+			keep = append(keep, line)
+		}
+	}
+	return keep
+}
+
+// followAgentLogs streams the logs of the agent pods running now until they end (a pod
+// replaced takes its log with it); the returned function gives the lines so far per pod.
+func followAgentLogs(t *testing.T, cs kubernetes.Interface, ns string) func() map[string][]string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=portico-agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	logs := map[string][]string{}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for _, p := range pods.Items {
+		key := p.Name + " on " + p.Spec.NodeName
+		wg.Go(func() {
+			rc, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Follow: true}).Stream(ctx)
+			if err != nil {
+				return
+			}
+			defer rc.Close()
+			sc := bufio.NewScanner(rc)
+			for sc.Scan() {
+				mu.Lock()
+				logs[key] = append(logs[key], sc.Text())
+				mu.Unlock()
+			}
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return func() map[string][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := map[string][]string{}
+		for k, v := range logs {
+			out[k] = slices.Clone(v)
+		}
+		return out
+	}
+}
+
+// nodeMACs maps the nodes' eth0 MACs to their names.
+func nodeMACs(t *testing.T, c *nodes.Cluster) map[string]string {
+	out := map[string]string{}
+	for _, n := range c.Nodes {
+		_ = n.Lab.Do(func() error {
+			ifi, err := net.InterfaceByName("eth0")
+			if err == nil {
+				out[ifi.HardwareAddr.String()] = n.Name
+			}
+			return err
+		})
+	}
+	return out
 }
 
 // neighbourWatch samples a host's neighbour entry of an address every 10 ms and keeps every
