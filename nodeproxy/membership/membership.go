@@ -349,10 +349,12 @@ func (m *Membership) joined(n *memberlist.Node) {
 	m.unhold(n.Name)
 	m.noteMeta(n)
 	m.mu.Unlock()
-	if wasHeld {
-		m.cfg.Log.Info("Membership: node back from its restart", "node", n.Name)
-	}
 	m.set(n.Name, true)
+	if wasHeld {
+		// Alive already: set did not signal, but Held changed.
+		m.cfg.Log.Info("Membership: node back from its restart", "node", n.Name)
+		m.signal()
+	}
 }
 
 // updated: n's metadata changed; it may announce a restart.
