@@ -146,6 +146,11 @@ func TestInstall(t *testing.T) {
 
 	t.Run("upgrade under traffic", func(t *testing.T) {
 		next := tag + "-next"
+		// The new images first (Upgrade finds them in the cache), so that the traffic and the
+		// watch below span the rollout, not a build.
+		if _, err := install.BuildImages(ctx, next, t.Logf); err != nil {
+			t.Fatal(err)
+		}
 		load := startTraffic(t, client, target, 4)
 		load.waitRounds(t, 5, "traffic flowing before the upgrade")
 		// The node answering ARP for the VIP, and every MAC the client resolves it to during
