@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -330,6 +331,26 @@ func (c *Cluster) Node(name string) *Node {
 		}
 	}
 	return nil
+}
+
+// MACs maps each node's LAN (eth0) MAC to the node's name: which node a layer-2 client's
+// neighbour entry for a VIP leads to.
+func (c *Cluster) MACs() (map[string]string, error) {
+	macs := map[string]string{}
+	for _, n := range c.Nodes {
+		err := n.Lab.Do(func() error {
+			ifc, err := net.InterfaceByName("eth0")
+			if err != nil {
+				return err
+			}
+			macs[ifc.HardwareAddr.String()] = n.Name
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("mac of %s: %w", n.Name, err)
+		}
+	}
+	return macs, nil
 }
 
 // Close kills the nodes' processes and containers, removes their cgroups, stops the control

@@ -3,7 +3,6 @@ package migration_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -12,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -244,11 +241,20 @@ func TestSwitchUnderTraffic(t *testing.T) {
 			t.Fatalf("%v\n%s", err, dumpAll(dumps))
 		}
 	}
-	macs := nodeMACs(t, c)
+	macs, err := c.MACs()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("before the switch, the client reaches: %s", announcers(t, client, targets, macs))
 
 	rec := watchStatus(t, cs, "default", before)
-	arp := watchNeighbours(t, client.NS, targets, macs)
+	var vips []netip.Addr
+	for _, tg := range targets {
+		if !slices.Contains(vips, tg.Addr()) {
+			vips = append(vips, tg.Addr())
+		}
+	}
+	arp := netlab.WatchNeighbours(t, client.NS, vips, 50*time.Millisecond)
 	var loads []*traffic.Load
 	for _, target := range targets {
 		loads = append(loads, traffic.Start(t, client, target, traffic.Options{Held: 2, Timeout: 3 * time.Second, TolerateFailures: true}))
@@ -377,7 +383,15 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		}
 	}
 	t.Logf("switch (%s): %s", time.Since(began).Round(time.Millisecond), strings.Join(steps, "; "))
-	t.Logf("the client's neighbour entries for the VIPs: %s", strings.Join(arp.stop(), "; "))
+	var moves []string
+	for _, ch := range arp.Stop() {
+		who := "none"
+		if ch.MAC != "" {
+			who = macs[ch.MAC]
+		}
+		moves = append(moves, fmt.Sprintf("%s %s -> %s", ch.At.Format("15:04:05.000"), ch.Addr, who))
+	}
+	t.Logf("the client's neighbour entries for the VIPs: %s", strings.Join(moves, "; "))
 	t.Logf("across the switch: %d Services, %d status.loadBalancer changes (%d watch events); %d requests served; %d of %d new connections failed, longest failed window %s; %d held connections reset",
 		len(before), len(changes), events, served, failedNew, newRequests, longest.Round(time.Millisecond), resets)
 }
@@ -406,25 +420,6 @@ func inNodeEnv(t *testing.T, n *nodes.Node, name, bin string, env []string, args
 		Args: append([]string{"--net=" + filepath.Join("/run/netns", n.Lab.NS), "--", bin}, args...),
 		Env:  env,
 	})
-}
-
-// nodeMACs maps each node's LAN MAC to its name.
-func nodeMACs(t *testing.T, c *nodes.Cluster) map[string]string {
-	t.Helper()
-	macs := map[string]string{}
-	for _, n := range c.Nodes {
-		err := n.Lab.Do(func() error {
-			ifc, err := net.InterfaceByName("eth0")
-			if err == nil {
-				macs[ifc.HardwareAddr.String()] = n.Name
-			}
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return macs
 }
 
 // announcers says which node the client's neighbour table sends each target's VIP to.
@@ -460,61 +455,6 @@ func dumpAll(dumps []func() string) string {
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-// neighbours samples the client's neighbour entries of the VIPs and records every change of
-// the node they lead to, with its time: which node the client sends each VIP's packets to.
-type neighbours struct {
-	cancel  context.CancelFunc
-	done    chan struct{}
-	changes []string
-}
-
-func watchNeighbours(t *testing.T, ns string, targets []netip.AddrPort, macs map[string]string) *neighbours {
-	t.Helper()
-	nsh, err := netns.GetFromName(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := netlink.NewHandleAt(nsh)
-	nsh.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &neighbours{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(n.done)
-		defer h.Close()
-		last := map[netip.Addr]string{}
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			for _, tg := range targets {
-				who := "none"
-				if mac := netlab.Neighbour(h, tg.Addr()); mac != nil {
-					who = macs[mac.String()]
-				}
-				if prev, ok := last[tg.Addr()]; !ok || prev != who {
-					n.changes = append(n.changes, fmt.Sprintf("%s %s -> %s", time.Now().Format("15:04:05.000"), tg.Addr(), who))
-					last[tg.Addr()] = who
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	t.Cleanup(func() { n.stop() })
-	return n
-}
-
-func (n *neighbours) stop() []string {
-	n.cancel()
-	<-n.done
-	return n.changes
 }
 
 // switchBGP is MetalLB's BGP configuration of the test (node ASN, router ASN, router
