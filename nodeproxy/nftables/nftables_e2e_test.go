@@ -127,6 +127,7 @@ func TestProgramsTable(t *testing.T) {
 	})
 	p := nftables.New(nftables.Options{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}, MasqueradeBit: 12,
 		Families: []rules.Family{rules.IPv4}})
+	t.Cleanup(func() { _ = p.Close() })
 	ctx := context.Background()
 	sync := func(full bool, changed ...types.NamespacedName) {
 		t.Helper()
@@ -238,6 +239,7 @@ func benchPartialSync(b *testing.B, services int) {
 		keys = append(keys, s.service(fmt.Sprintf("s%05d", i), fmt.Sprintf("198.18.%d.%d", i/250, i%250+1), nil, eps...))
 	}
 	p := nftables.New(nftables.Options{MasqueradeBit: 12, Families: []rules.Family{rules.IPv4}})
+	defer func() { _ = p.Close() }()
 	ctx := context.Background()
 	all, _ := s.Services()
 	start := time.Now()
