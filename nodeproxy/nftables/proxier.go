@@ -120,8 +120,11 @@ type familyProxier struct {
 	elems   map[string]map[string]string
 	claims  map[string]map[string]map[string]string
 	hairpin map[netip.Addr]int // local endpoint IP -> ports using it
-	applied bool               // false: the kernel's state is unknown, the next sync is full
-	gens    *genTracker        // shared by the Proxier's families
+	// noLocal counts the ports whose Local traffic policy finds no local endpoint (kept with
+	// ports, so that a sync does not walk every port).
+	noLocal struct{ external, internal int }
+	applied bool        // false: the kernel's state is unknown, the next sync is full
+	gens    *genTracker // shared by the Proxier's families
 	// rendered are the port states rendered by the sync under way; once it committed, their
 	// rules' expressions are dropped (forget), as only their text is compared later.
 	rendered []*portState
@@ -260,16 +263,8 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 		p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
 	}
 	p.DeleteStaleConntrack(ctx, stale)
-	res := syncResult{full: full || st.Full, objects: tx.objects}
-	for _, ps := range p.ports {
-		if ps.noLocalExternal {
-			res.noLocalExternal++
-		}
-		if ps.noLocalInternal {
-			res.noLocalInternal++
-		}
-	}
-	return res, nil
+	return syncResult{full: full || st.Full, objects: tx.objects,
+		noLocalExternal: p.noLocal.external, noLocalInternal: p.noLocal.internal}, nil
 }
 
 // undrifted reports whether a full sync may be applied as a difference: nf_tables' generation
@@ -343,6 +338,7 @@ func (p *familyProxier) reset(st *tracker.State) error {
 		}
 	}
 	p.hairpin = map[netip.Addr]int{}
+	p.noLocal.external, p.noLocal.internal = 0, 0
 	p.applied = false
 	return nil
 }
@@ -432,12 +428,21 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 			tx.deleteElem(setHairpin, string(hairpinKey(ip)))
 		}
 	}
+	p.noLocal.external += b2i(next.noLocalExternal) - b2i(prev.noLocalExternal)
+	p.noLocal.internal += b2i(next.noLocalInternal) - b2i(prev.noLocalInternal)
 	if len(next.chains) == 0 && len(next.elems) == 0 && len(next.hairpin) == 0 {
 		delete(p.ports, key)
 	} else {
 		p.ports[key] = next
 		p.rendered = append(p.rendered, next)
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // forgetExprs drops the netlink expressions of the rules just committed: a chain is only ever
