@@ -320,41 +320,62 @@ func listTable(c *nftables.Conn, t *nftables.Table) (chains, sets []string, err 
 	return chains, sets, nil
 }
 
-// setElems deletes the keys del, or adds the elements add (key : verdict), of the named set m.
+// setElems deletes the keys del, or adds the elements add (key : verdict), of the named set m,
+// elemChunk elements per message. One chunk's elements and their bytes are built in buffers
+// reused for the next chunk (the library marshals them into the message at once): a full sync
+// at 10,000 Services adds 110,000 elements.
 func (tx *transaction) setElems(c *nftables.Conn, t *nftables.Table, m string, del map[string]bool, add map[string]string) error {
 	set := tx.fam.namedSet(t, m)
-	var elems []nftables.SetElement
+	elems := make([]nftables.SetElement, 0, min(len(del)+len(add), elemChunk))
+	var buf []byte
+	send := func() error {
+		if len(elems) == 0 {
+			return nil
+		}
+		var err error
+		if del != nil {
+			err = c.SetDeleteElements(set, elems)
+		} else {
+			err = c.SetAddElements(set, elems)
+		}
+		if err != nil {
+			return fmt.Errorf("elements of %s: %w", m, err)
+		}
+		tx.objects += len(elems)
+		elems, buf = elems[:0], buf[:0]
+		return nil
+	}
+	bytesOf := func(s string) []byte {
+		buf = append(buf, s...)
+		return buf[len(buf)-len(s) : len(buf) : len(buf)]
+	}
 	for k := range del {
-		elems = append(elems, nftables.SetElement{Key: []byte(k)})
+		elems = append(elems, nftables.SetElement{Key: bytesOf(k)})
+		if len(elems) == elemChunk {
+			if err := send(); err != nil {
+				return err
+			}
+		}
 	}
 	for k, v := range add {
-		e := nftables.SetElement{Key: []byte(k)}
+		e := nftables.SetElement{Key: bytesOf(k)}
 		switch {
 		case m == setHairpin:
 		case isEndpointMap(m):
-			e.Val = []byte(v)
+			e.Val = bytesOf(v)
 		case v == verdictDrop:
 			e.VerdictData = &expr.Verdict{Kind: expr.VerdictDrop}
 		default:
 			e.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: v}
 		}
 		elems = append(elems, e)
-	}
-	tx.objects += len(elems)
-	for len(elems) > 0 {
-		n := min(len(elems), elemChunk)
-		var err error
-		if del != nil {
-			err = c.SetDeleteElements(set, elems[:n])
-		} else {
-			err = c.SetAddElements(set, elems[:n])
+		if len(elems) == elemChunk {
+			if err := send(); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("elements of %s: %w", m, err)
-		}
-		elems = elems[n:]
 	}
-	return nil
+	return send()
 }
 
 // addRules appends rs to ch; a rule choosing among chains (affinity) gets its anonymous map.
