@@ -25,9 +25,11 @@ help: ## list the targets
 prereqs: ## check, and as root on Debian install, what tests and demo need: Debian packages, moto's server
 	$(GO) run ./e2e/tools/prereqs
 
-build: ## build every binary into ./bin, stamped with the version git describe gives (--version)
+build: ## build every binary into ./bin (portico-agent without GoBGP, portico-agent-bgp with it, as in the image), stamped with the version git describe gives (--version)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -ldflags "-X github.com/portico-lb/portico/internal/version.version=$(VERSION)" -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -ldflags "-X github.com/portico-lb/portico/internal/version.version=$(VERSION)" -o $(BIN)/portico-agent-bgp ./cmd/portico-agent
+	CGO_ENABLED=0 $(GO) build -tags portico_nobgp -ldflags "-X github.com/portico-lb/portico/internal/version.version=$(VERSION)" -o $(BIN)/portico-agent ./cmd/portico-agent
 
 images: ## build the container images as OCI archives into $(BIN)/images, tagged $(VERSION) (no Docker, no registry; e2e/tools/images)
 	$(GO) run ./e2e/tools/images -version $(VERSION) -out $(BIN)/images

@@ -268,6 +268,9 @@ func TestAgentDaemonSet(t *testing.T) {
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/livez" {
 		t.Errorf("liveness %+v", c.LivenessProbe)
 	}
+	if len(c.Command) != 0 {
+		t.Errorf("without bgp the agent runs the image's entrypoint (portico-agent, no GoBGP), not %q", c.Command)
+	}
 	// Without an API server address the agent is given no kubeconfig (in-cluster); with bgp
 	// only there is no membership and no Secret.
 	objs = mustRender(t, with(with(with(baseValues(), "agent.announce", []any{"bgp"}), "agent.mode", "nftables"), "ignoreExcludeLB", true))
@@ -275,6 +278,9 @@ func TestAgentDaemonSet(t *testing.T) {
 	cfg = agentConfig(t, objs, ds.Spec.Template.Spec.Containers[0].Args)
 	if cfg.Kubeconfig != "" || cfg.Master != "" || cfg.Membership.Enabled || !slices.Equal(cfg.Announcers, []string{"bgp"}) || cfg.ProxyMode != config.ProxyModeNFTables || !cfg.IgnoreExcludeLB {
 		t.Errorf("bgp only, nftables, ignoreExcludeLB: the agent reads %+v", cfg)
+	}
+	if cmd := ds.Spec.Template.Spec.Containers[0].Command; !slices.Equal(cmd, []string{"/usr/local/bin/portico-agent-bgp"}) {
+		t.Errorf("with bgp the agent runs %q, want the image's portico-agent-bgp", cmd)
 	}
 	if cm := typed[corev1.ConfigMap](t, objs, "ConfigMap/portico-controller"); !strings.Contains(cm.Data["config.yaml"], "ignoreExcludeLB: true") {
 		t.Errorf("ignoreExcludeLB: the controller's configuration lacks it:\n%s", cm.Data["config.yaml"])

@@ -46,7 +46,7 @@ var _ Consumer = (*l2.Consumer)(nil)
 func checkAnnouncers(names []string) error {
 	for _, name := range names {
 		if announcers[name] == nil {
-			return fmt.Errorf("--announce=%s: this portico-agent was built without the %s announcer (build tag portico_nobgp); use a default build", name, name)
+			return fmt.Errorf("--announce=%s: this portico-agent was built without the %s announcer (build tag portico_nobgp); run portico-agent-%s, the image's other binary, or a default build", name, name, name)
 		}
 	}
 	return nil

@@ -1,53 +1,14 @@
 package nftables
 
 import (
-	"encoding/binary"
-	"fmt"
-
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/portico-lb/portico/nodeproxy/rules"
 )
-
-// generation reads nf_tables' ruleset generation, which every committed transaction (of any
-// table, by anyone) increments by one. A full sync that finds it where the agent's own last
-// commit left it knows that nothing changed the agent's table since: no drift to repair.
-func generation() (uint32, error) {
-	c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
-	if err != nil {
-		return 0, fmt.Errorf("opening netfilter netlink connection: %w", err)
-	}
-	defer c.Close()
-	msgs, err := c.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETGEN), Flags: netlink.Request},
-		Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, 0},
-	})
-	if err != nil {
-		return 0, fmt.Errorf("reading the nf_tables generation: %w", err)
-	}
-	for _, m := range msgs {
-		if len(m.Data) < 4 {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
-		if err != nil {
-			return 0, fmt.Errorf("reading the nf_tables generation: %w", err)
-		}
-		ad.ByteOrder = binary.BigEndian
-		for ad.Next() {
-			if ad.Type() == unix.NFTA_GEN_ID {
-				return ad.Uint32(), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("reading the nf_tables generation: no generation in the answer")
-}
 
 // genTracker follows nf_tables' generation for all families of a Proxier (the generation is
 // one per network namespace): gen is the generation after the agent's last commit, and clean
 // holds the families whose table is known to be as the agent wrote it since then.
 type genTracker struct {
+	conns *conns
 	gen   uint32
 	has   bool
 	clean map[rules.Family]bool
@@ -56,7 +17,7 @@ type genTracker struct {
 // undrifted reports whether family f's table is as the agent left it: no commit by anyone else
 // since the agent's last one, and f fully written since the last foreign commit.
 func (g *genTracker) undrifted(f rules.Family) bool {
-	cur, err := generation()
+	cur, err := g.conns.generation()
 	if err != nil {
 		g.has = false
 		clear(g.clean)

@@ -127,6 +127,7 @@ func TestProgramsTable(t *testing.T) {
 	})
 	p := nftables.New(nftables.Options{ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("198.19.0.0/16")}, MasqueradeBit: 12,
 		Families: []rules.Family{rules.IPv4}})
+	t.Cleanup(func() { _ = p.Close() })
 	ctx := context.Background()
 	sync := func(full bool, changed ...types.NamespacedName) {
 		t.Helper()
@@ -238,6 +239,7 @@ func benchPartialSync(b *testing.B, services int) {
 		keys = append(keys, s.service(fmt.Sprintf("s%05d", i), fmt.Sprintf("198.18.%d.%d", i/250, i%250+1), nil, eps...))
 	}
 	p := nftables.New(nftables.Options{MasqueradeBit: 12, Families: []rules.Family{rules.IPv4}})
+	defer func() { _ = p.Close() }()
 	ctx := context.Background()
 	all, _ := s.Services()
 	start := time.Now()
@@ -263,10 +265,13 @@ func benchPartialSync(b *testing.B, services int) {
 // without verdicts (the hairpin set) in the loaded table: the kernel's cost of a commit that
 // needs no validation of the jump graph, to compare with a partial sync.
 func commitFloor(b *testing.B) float64 {
-	c, err := gnft.New()
+	// A kept connection, as the Proxier's: closing one waits for the freeing of what the
+	// commit deleted.
+	c, err := gnft.New(gnft.AsLasting())
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer func() { _ = c.CloseLasting() }()
 	set := &gnft.Set{Table: &gnft.Table{Name: nftables.TableName, Family: gnft.TableFamilyIPv4}, Name: "hairpin"}
 	elem := []gnft.SetElement{{Key: []byte{198, 19, 9, 9, 198, 19, 9, 9}}}
 	start := time.Now()

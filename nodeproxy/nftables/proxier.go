@@ -3,7 +3,6 @@ package nftables
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -48,12 +47,13 @@ type Proxier struct {
 	families []*familyProxier // one per shared.States, in that order
 	metrics  *metrics
 	latency  *tracker.ProgrammingLatency
+	conns    *conns // shared by the families
 }
 
 // New returns a Proxier for opts.Families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: newMetrics(opts.Registerer), latency: opts.Latency}
-	gens := &genTracker{clean: map[rules.Family]bool{}}
+	p := &Proxier{metrics: newMetrics(opts.Registerer), latency: opts.Latency, conns: &conns{}}
+	gens := &genTracker{conns: p.conns, clean: map[rules.Family]bool{}}
 	p.shared = netfilter.NewFamilies(opts.Families, netfilter.FamilyOptions{NodePortCIDRs: opts.NodePortCIDRs,
 		NodePortPrimary: opts.NodePortPrimary, Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced}, p.metrics.family)
 	for _, s := range p.shared.States {
@@ -65,6 +65,10 @@ func New(opts Options) *Proxier {
 	}
 	return p
 }
+
+// Close closes the Proxier's netlink connections (kept open between syncs; see conns). A
+// later Sync opens them again.
+func (p *Proxier) Close() error { return p.conns.close() }
 
 // Name names the consumer in logs.
 func (p *Proxier) Name() string { return "nftables" }
@@ -110,13 +114,17 @@ type familyProxier struct {
 	cfg      config
 	services map[types.NamespacedName][]*rules.ServicePort
 	ports    map[string]*portState // by service port key
-	// elems are the shared maps' elements as in the kernel (map -> key -> verdict); claims
-	// are what the ports want (map -> key -> port -> verdict).
+	// elems are the maps' elements as in the kernel (map -> key -> verdict or value); claims
+	// are what the ports want of the shared maps (map -> key -> port -> verdict; not the
+	// endpoints maps, whose keys each belong to one port).
 	elems   map[string]map[string]string
 	claims  map[string]map[string]map[string]string
 	hairpin map[netip.Addr]int // local endpoint IP -> ports using it
-	applied bool               // false: the kernel's state is unknown, the next sync is full
-	gens    *genTracker        // shared by the Proxier's families
+	// noLocal counts the ports whose Local traffic policy finds no local endpoint (kept with
+	// ports, so that a sync does not walk every port).
+	noLocal struct{ external, internal int }
+	applied bool        // false: the kernel's state is unknown, the next sync is full
+	gens    *genTracker // shared by the Proxier's families
 	// rendered are the port states rendered by the sync under way; once it committed, their
 	// rules' expressions are dropped (forget), as only their text is compared later.
 	rendered []*portState
@@ -216,6 +224,9 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 		}
 	}
 	tx := newTransaction(p.fam)
+	// A full sync writes the whole table from p's state (commitFull): the differences are not
+	// recorded.
+	tx.whole = full
 	stale := netfilter.NewStaleUDP()
 	p.rendered = nil
 	if err := p.render(st, keys, tx, stale); err != nil {
@@ -228,37 +239,32 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	var before uint32
 	var genErr error
 	if wrote {
-		before, genErr = generation()
+		before, genErr = p.gens.conns.generation()
 	}
-	var err error
-	if full {
-		err = tx.commitFull(p)
-	} else {
-		err = tx.commitPartial()
+	c, err := p.gens.conns.table()
+	if err == nil {
+		if full {
+			err = tx.commitFull(c, p)
+		} else {
+			err = tx.commitPartial(c)
+		}
 	}
 	if err != nil {
 		p.applied = false
 		p.rendered = nil
+		p.gens.conns.reset()
 		return syncResult{}, fmt.Errorf("programming %s nftables: %w", p.fam, err)
 	}
 	p.applied = true
 	p.ranges.committed()
 	p.forgetExprs()
 	if wrote {
-		after, genErr2 := generation()
+		after, genErr2 := p.gens.conns.generation()
 		p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
 	}
 	p.DeleteStaleConntrack(ctx, stale)
-	res := syncResult{full: full || st.Full, objects: tx.objects}
-	for _, ps := range p.ports {
-		if ps.noLocalExternal {
-			res.noLocalExternal++
-		}
-		if ps.noLocalInternal {
-			res.noLocalInternal++
-		}
-	}
-	return res, nil
+	return syncResult{full: full || st.Full, objects: tx.objects,
+		noLocalExternal: p.noLocal.external, noLocalInternal: p.noLocal.internal}, nil
 }
 
 // undrifted reports whether a full sync may be applied as a difference: nf_tables' generation
@@ -327,9 +333,12 @@ func (p *familyProxier) reset(st *tracker.State) error {
 	p.claims = map[string]map[string]map[string]string{}
 	for _, m := range elemMaps {
 		p.elems[m] = map[string]string{}
-		p.claims[m] = map[string]map[string]string{}
+		if !isEndpointMap(m) {
+			p.claims[m] = map[string]map[string]string{}
+		}
 	}
 	p.hairpin = map[netip.Addr]int{}
+	p.noLocal.external, p.noLocal.internal = 0, 0
 	p.applied = false
 	return nil
 }
@@ -392,15 +401,18 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 			p.ranges.release(name)
 		}
 	}
-	for _, m := range elemMaps {
-		for k, v := range prev.elems[m] {
+	// Only the maps the port has elements in (a port uses a few of the 69).
+	for m, elems := range prev.elems {
+		for k, v := range elems {
 			if nv, ok := next.elems[m][k]; !ok || nv != v {
-				p.claim(tx, m, k, key, "")
+				p.setElem(tx, m, k, key, "")
 			}
 		}
-		for k, v := range next.elems[m] {
+	}
+	for m, elems := range next.elems {
+		for k, v := range elems {
 			if ov, ok := prev.elems[m][k]; !ok || ov != v {
-				p.claim(tx, m, k, key, v)
+				p.setElem(tx, m, k, key, v)
 			}
 		}
 	}
@@ -416,12 +428,21 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 			tx.deleteElem(setHairpin, string(hairpinKey(ip)))
 		}
 	}
+	p.noLocal.external += b2i(next.noLocalExternal) - b2i(prev.noLocalExternal)
+	p.noLocal.internal += b2i(next.noLocalInternal) - b2i(prev.noLocalInternal)
 	if len(next.chains) == 0 && len(next.elems) == 0 && len(next.hairpin) == 0 {
 		delete(p.ports, key)
 	} else {
 		p.ports[key] = next
 		p.rendered = append(p.rendered, next)
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // forgetExprs drops the netlink expressions of the rules just committed: a chain is only ever
@@ -440,10 +461,37 @@ func (p *familyProxier) forgetExprs() {
 	p.rendered = nil
 }
 
-// claim records that the port owner wants element k of map m with verdict v ("": no longer),
-// and updates the element: when several ports claim one key (two Services with the same
-// address and port, e.g. one deleted and one created in its place), the port with the smallest
-// key has it, and the next one takes over when it lets go.
+// setElem records that the port owner wants element k of map m with verdict (or value) v ("":
+// no longer). A key of an endpoints map belongs to one port (its balancing chain's range,
+// endpointRanges), so the port's wish is the element; a key of a shared map goes through claim.
+func (p *familyProxier) setElem(tx *transaction, m, k, owner, v string) {
+	if !isEndpointMap(m) {
+		p.claim(tx, m, k, owner, v)
+		return
+	}
+	p.put(tx, m, k, v, v != "")
+}
+
+// put makes element k of map m hold want (has), or be absent (!has), recording the change in tx.
+func (p *familyProxier) put(tx *transaction, m, k, want string, has bool) {
+	cur, had := p.elems[m][k]
+	if had == has && cur == want {
+		return
+	}
+	if had {
+		tx.deleteElem(m, k)
+		delete(p.elems[m], k)
+	}
+	if has {
+		tx.addElem(m, k, want)
+		p.elems[m][k] = want
+	}
+}
+
+// claim records that the port owner wants element k of the shared map m with verdict v ("": no
+// longer), and updates the element: when several ports claim one key (two Services with the
+// same address and port, e.g. one deleted and one created in its place), the port with the
+// smallest key has it, and the next one takes over when it lets go.
 func (p *familyProxier) claim(tx *transaction, m, k, owner, v string) {
 	claims := p.claims[m][k]
 	if v == "" {
@@ -457,20 +505,15 @@ func (p *familyProxier) claim(tx *transaction, m, k, owner, v string) {
 	}
 	want, has := "", false
 	if len(claims) > 0 {
-		want, has = claims[slices.Min(slices.Collect(maps.Keys(claims)))], true
+		first := ""
+		for o := range claims {
+			if !has || o < first {
+				first, has = o, true
+			}
+		}
+		want = claims[first]
 	} else {
 		delete(p.claims[m], k)
 	}
-	cur, had := p.elems[m][k]
-	if had == has && cur == want {
-		return
-	}
-	if had {
-		tx.deleteElem(m, k)
-		delete(p.elems[m], k)
-	}
-	if has {
-		tx.addElem(m, k, want)
-		p.elems[m][k] = want
-	}
+	p.put(tx, m, k, want, has)
 }

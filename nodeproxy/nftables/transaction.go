@@ -31,6 +31,9 @@ type transaction struct {
 	elemDels map[string]map[string]bool
 	// objects counts chains, rules and elements written or deleted.
 	objects int
+	// whole: the transaction will write the whole table (commitFull), so the differences
+	// (writes, deletes, element changes) are not recorded.
+	whole bool
 }
 
 type chainWrite struct {
@@ -44,10 +47,17 @@ func newTransaction(f family) *transaction {
 }
 
 func (tx *transaction) writeChain(name string, old, rs []nrule, existed bool) {
+	if tx.whole {
+		return
+	}
 	tx.writes[name] = chainWrite{old: old, rules: rs, existed: existed}
 }
 
-func (tx *transaction) deleteChain(name string, old []nrule) { tx.deletes[name] = old }
+func (tx *transaction) deleteChain(name string, old []nrule) {
+	if !tx.whole {
+		tx.deletes[name] = old
+	}
+}
 
 // affinitySets are the affinity maps rs use, by name.
 func affinitySets(rs []nrule) map[string]*affinity {
@@ -61,6 +71,9 @@ func affinitySets(rs []nrule) map[string]*affinity {
 }
 
 func (tx *transaction) addElem(m, key, v string) {
+	if tx.whole {
+		return
+	}
 	if tx.elemAdds[m] == nil {
 		tx.elemAdds[m] = map[string]string{}
 	}
@@ -68,6 +81,9 @@ func (tx *transaction) addElem(m, key, v string) {
 }
 
 func (tx *transaction) deleteElem(m, key string) {
+	if tx.whole {
+		return
+	}
 	if tx.elemAdds[m] != nil {
 		if _, ok := tx.elemAdds[m][key]; ok {
 			// Added earlier in this transaction: not in the kernel yet.
@@ -93,8 +109,8 @@ func (tx *transaction) empty() bool {
 }
 
 // dial opens a netlink connection to nf_tables with buffers large enough for a full sync.
-func dial() (*nftables.Conn, error) {
-	c, err := nftables.New(nftables.WithSockOptions(func(nc *netlink.Conn) error {
+func dial(opts ...nftables.ConnOption) (*nftables.Conn, error) {
+	c, err := nftables.New(append(opts, nftables.WithSockOptions(func(nc *netlink.Conn) error {
 		rc, err := nc.SyscallConn()
 		if err != nil {
 			return err
@@ -106,7 +122,7 @@ func dial() (*nftables.Conn, error) {
 				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, socketBuffer)
 			}
 		})
-	}))
+	}))...)
 	if err != nil {
 		return nil, fmt.Errorf("opening nf_tables netlink connection: %w", err)
 	}
@@ -119,13 +135,9 @@ func (tx *transaction) table() *nftables.Table {
 
 // commitPartial applies the recorded differences: element deletions, chain (re)writes, element
 // additions, then the chains no longer used.
-func (tx *transaction) commitPartial() error {
+func (tx *transaction) commitPartial(c *nftables.Conn) error {
 	if tx.empty() {
 		return nil
-	}
-	c, err := dial()
-	if err != nil {
-		return err
 	}
 	t := tx.table()
 	for _, m := range slices.Sorted(maps.Keys(tx.elemDels)) {
@@ -189,11 +201,7 @@ func (tx *transaction) commitPartial() error {
 // is flushed and rewritten, chains and sets the agent no longer wants are deleted, in one
 // transaction (so traffic never sees a half-written table). Whatever else changed the table
 // (drift) is undone.
-func (tx *transaction) commitFull(p *familyProxier) error {
-	c, err := dial()
-	if err != nil {
-		return err
-	}
+func (tx *transaction) commitFull(c *nftables.Conn, p *familyProxier) error {
 	t := tx.table()
 	chains := staticChains(&p.cfg)
 	for _, ps := range p.ports {
@@ -312,41 +320,62 @@ func listTable(c *nftables.Conn, t *nftables.Table) (chains, sets []string, err 
 	return chains, sets, nil
 }
 
-// setElems deletes the keys del, or adds the elements add (key : verdict), of the named set m.
+// setElems deletes the keys del, or adds the elements add (key : verdict), of the named set m,
+// elemChunk elements per message. One chunk's elements and their bytes are built in buffers
+// reused for the next chunk (the library marshals them into the message at once): a full sync
+// at 10,000 Services adds 110,000 elements.
 func (tx *transaction) setElems(c *nftables.Conn, t *nftables.Table, m string, del map[string]bool, add map[string]string) error {
 	set := tx.fam.namedSet(t, m)
-	var elems []nftables.SetElement
+	elems := make([]nftables.SetElement, 0, min(len(del)+len(add), elemChunk))
+	var buf []byte
+	send := func() error {
+		if len(elems) == 0 {
+			return nil
+		}
+		var err error
+		if del != nil {
+			err = c.SetDeleteElements(set, elems)
+		} else {
+			err = c.SetAddElements(set, elems)
+		}
+		if err != nil {
+			return fmt.Errorf("elements of %s: %w", m, err)
+		}
+		tx.objects += len(elems)
+		elems, buf = elems[:0], buf[:0]
+		return nil
+	}
+	bytesOf := func(s string) []byte {
+		buf = append(buf, s...)
+		return buf[len(buf)-len(s) : len(buf) : len(buf)]
+	}
 	for k := range del {
-		elems = append(elems, nftables.SetElement{Key: []byte(k)})
+		elems = append(elems, nftables.SetElement{Key: bytesOf(k)})
+		if len(elems) == elemChunk {
+			if err := send(); err != nil {
+				return err
+			}
+		}
 	}
 	for k, v := range add {
-		e := nftables.SetElement{Key: []byte(k)}
+		e := nftables.SetElement{Key: bytesOf(k)}
 		switch {
 		case m == setHairpin:
 		case isEndpointMap(m):
-			e.Val = []byte(v)
+			e.Val = bytesOf(v)
 		case v == verdictDrop:
 			e.VerdictData = &expr.Verdict{Kind: expr.VerdictDrop}
 		default:
 			e.VerdictData = &expr.Verdict{Kind: expr.VerdictGoto, Chain: v}
 		}
 		elems = append(elems, e)
-	}
-	tx.objects += len(elems)
-	for len(elems) > 0 {
-		n := min(len(elems), elemChunk)
-		var err error
-		if del != nil {
-			err = c.SetDeleteElements(set, elems[:n])
-		} else {
-			err = c.SetAddElements(set, elems[:n])
+		if len(elems) == elemChunk {
+			if err := send(); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return fmt.Errorf("elements of %s: %w", m, err)
-		}
-		elems = elems[n:]
 	}
-	return nil
+	return send()
 }
 
 // addRules appends rs to ch; a rule choosing among chains (affinity) gets its anonymous map.

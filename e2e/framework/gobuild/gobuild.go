@@ -43,13 +43,19 @@ type build struct {
 // version is not there yet. It runs the go command in the current directory, which must be
 // inside the module (tests run in their package's directory; the demo in the repository).
 func Binary(ctx context.Context, pkg string) (string, error) {
+	return BinaryTags(ctx, pkg, "")
+}
+
+// BinaryTags is Binary built with the build tags tags (comma-separated, as go build -tags
+// takes them; "" is Binary), cached apart from the builds with other tags.
+func BinaryTags(ctx context.Context, pkg, tags string) (string, error) {
 	pkg = importPath(pkg)
-	v, _ := builds.LoadOrStore(pkg, &build{})
+	v, _ := builds.LoadOrStore(pkg+" "+tags, &build{})
 	b := v.(*build)
-	b.once.Do(func() { b.path, b.err = buildInto(ctx, prereq.CacheDir(), pkg) })
+	b.once.Do(func() { b.path, b.err = buildInto(ctx, prereq.CacheDir(), pkg, tags) })
 	if b.err != nil {
 		// Let a later caller (e.g. after a cancelled context) try again.
-		builds.CompareAndDelete(pkg, b)
+		builds.CompareAndDelete(pkg+" "+tags, b)
 	}
 	return b.path, b.err
 }
@@ -71,8 +77,8 @@ func importPath(pkg string) string {
 	return path.Join(Module, pkg)
 }
 
-func buildInto(ctx context.Context, cache, pkg string) (string, error) {
-	key, err := Key(ctx, pkg)
+func buildInto(ctx context.Context, cache, pkg, tags string) (string, error) {
+	key, err := keyTags(ctx, pkg, tags)
 	if err != nil {
 		return "", err
 	}
@@ -86,7 +92,7 @@ func buildInto(ctx context.Context, cache, pkg string) (string, error) {
 		return "", fmt.Errorf("building %s: %w", name, err)
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", bin, os.Getpid())
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", tags, "-o", tmp, pkg)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		_ = os.Remove(tmp)
 		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, bytes.TrimSpace(out))
@@ -104,8 +110,13 @@ const listFormat = `{{if .Module}}{{if .Module.Main}}M {{.ImportPath}} {{.Dir}} 
 
 // Key is the source version of main package pkg: a hash of what its binary depends on.
 func Key(ctx context.Context, pkg string) (string, error) {
+	return keyTags(ctx, pkg, "")
+}
+
+// keyTags is Key of pkg built with the build tags tags.
+func keyTags(ctx context.Context, pkg, tags string) (string, error) {
 	pkg = importPath(pkg)
-	out, err := exec.CommandContext(ctx, "go", "list", "-deps", "-f", listFormat, pkg).Output()
+	out, err := exec.CommandContext(ctx, "go", "list", "-tags", tags, "-deps", "-f", listFormat, pkg).Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -119,6 +130,9 @@ func Key(ctx context.Context, pkg string) (string, error) {
 	}
 	h := sha256.New()
 	fmt.Fprintln(h, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if tags != "" {
+		fmt.Fprintln(h, "tags", tags) // an untagged build's key stays as it was
+	}
 	h.Write(env)
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)

@@ -35,7 +35,7 @@ func TestBuildOncePerSourceVersion(t *testing.T) {
 	t.Chdir(dir)
 	ctx := context.Background()
 
-	first, err := buildInto(ctx, cache, "example.com/hello/cmd/hello")
+	first, err := buildInto(ctx, cache, "example.com/hello/cmd/hello", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestBuildOncePerSourceVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Unchanged source: the cached binary, not a new build.
-	again, err := buildInto(ctx, cache, "example.com/hello/cmd/hello")
+	again, err := buildInto(ctx, cache, "example.com/hello/cmd/hello", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestBuildOncePerSourceVersion(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "cmd/hello/main.go"), []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello two\") }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	changed, err := buildInto(ctx, cache, "example.com/hello/cmd/hello")
+	changed, err := buildInto(ctx, cache, "example.com/hello/cmd/hello", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,13 +77,42 @@ func TestBuildOncePerSourceVersion(t *testing.T) {
 	}
 }
 
+func TestBuildTagsApart(t *testing.T) {
+	cache := t.TempDir()
+	dir := writeModule(t, "plain")
+	if err := os.WriteFile(filepath.Join(dir, "cmd/hello/main.go"), []byte("//go:build !lean\n\npackage main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"plain\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cmd/hello/lean.go"), []byte("//go:build lean\n\npackage main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"lean\") }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	ctx := context.Background()
+	plain, err := buildInto(ctx, cache, "example.com/hello/cmd/hello", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lean, err := buildInto(ctx, cache, "example.com/hello/cmd/hello", "lean")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain == lean {
+		t.Fatalf("both builds at %s", plain)
+	}
+	for bin, want := range map[string]string{plain: "plain", lean: "lean"} {
+		if out, err := exec.Command(bin).Output(); err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("%s says %q (%v), want %q", bin, out, err, want)
+		}
+	}
+}
+
 func TestBuildErrorNamesPackage(t *testing.T) {
 	dir := writeModule(t, "x")
 	if err := os.WriteFile(filepath.Join(dir, "cmd/hello/main.go"), []byte("package main\n\nfunc main() { undefined() }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Chdir(dir)
-	_, err := buildInto(context.Background(), t.TempDir(), "example.com/hello/cmd/hello")
+	_, err := buildInto(context.Background(), t.TempDir(), "example.com/hello/cmd/hello", "")
 	if err == nil || !strings.Contains(err.Error(), "example.com/hello/cmd/hello") || !strings.Contains(err.Error(), "undefined") {
 		t.Errorf("error %v, want the package and the compiler's message", err)
 	}

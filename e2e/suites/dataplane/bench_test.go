@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 )
@@ -28,7 +29,9 @@ import (
 const scaleEnv = "PORTICO_BENCH_SCALE"
 
 // agentEnv names another portico-agent binary to measure instead of the one built from this
-// source (e.g. one built with -tags portico_nobgp).
+// source with -tags portico_nobgp, which is the binary the chart runs unless agent.announce has
+// bgp (the image's portico-agent; e2e/framework/images). "bgp" measures the default build
+// (with GoBGP: the image's portico-agent-bgp, which the chart runs with bgp).
 const agentEnv = "PORTICO_BENCH_AGENT"
 
 // limitEnv overrides how long each proxy may take for its first sync (10m; 30m at 10,000
@@ -136,11 +139,18 @@ func benchSync(b *testing.B, services int) {
 			"--metrics-bind-address=0.0.0.0:10249", "--healthz-bind-address=0.0.0.0:10256",
 			"--iptables-sync-period=1h", "--iptables-min-sync-period=0s", "--conntrack-max-per-core=0", "--v=1"}
 	}
-	agent := shared.agent
-	if a := os.Getenv(agentEnv); a != "" {
-		agent = a
-		b.Logf("measuring portico-agent %s", agent)
+	agent, agentKind := "", "the image's portico-agent: -tags portico_nobgp, as the chart runs it without bgp"
+	switch a := os.Getenv(agentEnv); a {
+	case "":
+		if agent, err = gobuild.BinaryTags(ctx, "cmd/portico-agent", "portico_nobgp"); err != nil {
+			b.Fatal(err)
+		}
+	case "bgp":
+		agent, agentKind = shared.agent, "the image's portico-agent-bgp: with GoBGP, as the chart runs it with bgp"
+	default:
+		agent, agentKind = a, "given by "+agentEnv
 	}
+	b.Logf("measuring portico-agent %s (%s)", agent, agentKind)
 	b.ResetTimer()
 	portico := measure(b, nodes[2], "portico_agent_", limit, ns, slices, agent,
 		agentArgs(nodes[2].Name, "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)

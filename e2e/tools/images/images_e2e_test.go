@@ -87,6 +87,10 @@ func TestImages(t *testing.T) {
 	if strings.TrimSpace(out) != "portico-agent v0.0.0-test" {
 		t.Errorf("portico-agent --version = %q, want the image's tag", out)
 	}
+	out = run(t, ctx, "chroot", root, "/usr/local/bin/portico-agent-bgp", "--version")
+	if strings.TrimSpace(out) != "portico-agent v0.0.0-test" {
+		t.Errorf("portico-agent-bgp --version = %q, want the image's tag", out)
+	}
 
 	ns := fmt.Sprintf("portico-e2e-img-%d", os.Getpid())
 	run(t, ctx, "ip", "netns", "add", ns)
