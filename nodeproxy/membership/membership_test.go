@@ -50,9 +50,16 @@ func addrs(n int) []netip.Addr {
 // waitView waits until m's view is exactly want and returns how long that took.
 func waitView(t *testing.T, m *Membership, within time.Duration, want ...string) time.Duration {
 	t.Helper()
+	return waitSet(t, m, "view", m.Alive, within, want)
+}
+
+// waitSet waits until get returns exactly want (the names true in it) and returns how long
+// that took.
+func waitSet(t *testing.T, m *Membership, what string, get func() map[string]bool, within time.Duration, want []string) time.Duration {
+	t.Helper()
 	start := time.Now()
 	for {
-		got := m.Alive()
+		got := get()
 		ok := len(got) == len(want)
 		for _, w := range want {
 			ok = ok && got[w]
@@ -61,11 +68,11 @@ func waitView(t *testing.T, m *Membership, within time.Duration, want ...string)
 			return time.Since(start)
 		}
 		if time.Since(start) > within {
-			t.Fatalf("%s: view %v, want %v after %v", m.cfg.NodeName, got, want, within)
+			t.Fatalf("%s: %s %v, want %v after %v", m.cfg.NodeName, what, got, want, within)
 		}
 		select {
 		case <-m.Changes():
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
@@ -227,21 +234,7 @@ func three(t *testing.T, rec *recorder) (ms []*Membership, port int) {
 // waitHeld waits until m holds exactly want.
 func waitHeld(t *testing.T, m *Membership, within time.Duration, want ...string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for {
-		got := m.Held()
-		ok := len(got) == len(want)
-		for _, w := range want {
-			ok = ok && got[w]
-		}
-		if ok {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: held %v, want %v after %v", m.cfg.NodeName, got, want, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return waitSet(t, m, "held", m.Held, within, want)
 }
 
 // A member that restarts within its hold never leaves the others' views: they hold it while

@@ -182,14 +182,7 @@ func TestMigrateFromMetalLBKeepsEveryAddress(t *testing.T) {
 		return nil
 	}
 	for _, s := range svcs {
-		h.Wait(s.Name, "Portico's Ready condition", func(svc *corev1.Service) string {
-			for _, c := range svc.Status.Conditions {
-				if c.Type == service.ConditionReady && c.Status == metav1.ConditionTrue {
-					return ""
-				}
-			}
-			return "not Ready under portico-controller"
-		})
+		h.Wait(s.Name, "Portico's Ready condition", porticoReady)
 	}
 	// The pools account for every address: l2-pool holds auto-1, auto-2, three pinned, the
 	// shared address once, dual's IPv4 (7 IPv4) and dual's, v6's and v6-pinned's IPv6 (3).
@@ -512,4 +505,12 @@ func cleanUp(t *testing.T, cs kubernetes.Interface, cl client.Client) {
 var metallbObjects = [][2]string{
 	{"v1beta1", "IPAddressPool"}, {"v1beta1", "L2Advertisement"}, {"v1beta1", "BGPAdvertisement"},
 	{"v1beta1", "Community"}, {"v1beta2", "BGPPeer"},
+}
+
+// porticoReady is a Wait condition: the Service carries Portico's Ready condition, true.
+func porticoReady(svc *corev1.Service) string {
+	if meta.IsStatusConditionTrue(svc.Status.Conditions, service.ConditionReady) {
+		return ""
+	}
+	return "not Ready under portico-controller"
 }

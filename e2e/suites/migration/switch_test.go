@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/portico-lb/portico/controllers/service"
 	"github.com/portico-lb/portico/e2e/framework/install"
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
 	"github.com/portico-lb/portico/e2e/framework/metallb"
@@ -296,14 +295,7 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		"agent": map[string]any{"healthzPort": agentHealthzPort, "metricsBindAddress": agentMetrics},
 	}})
 	for _, s := range svcs {
-		h.Wait(s.Name, "Portico's Ready condition", func(svc *corev1.Service) string {
-			for _, cond := range svc.Status.Conditions {
-				if cond.Type == service.ConditionReady && cond.Status == metav1.ConditionTrue {
-					return ""
-				}
-			}
-			return "not Ready under portico-controller"
-		})
+		h.Wait(s.Name, "Portico's Ready condition", porticoReady)
 		if s.Name != "routed" {
 			h.WaitEvent(s.Name, l2.ReasonAnnouncing, "")
 		}
