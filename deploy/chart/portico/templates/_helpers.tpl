@@ -34,7 +34,6 @@ membership:
   enabled: true
   port: {{ $a.membership.port }}
   secretFile: /etc/portico/membership/secret
-  restartHold: {{ $a.membership.restartHold }}
 {{- end }}
 {{- end -}}
 
