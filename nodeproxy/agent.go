@@ -197,6 +197,14 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 	if err != nil {
 		return err
 	}
+	if c, ok := proxier.(interface{ Close() error }); ok {
+		// The nftables proxier's netlink sockets, kept open between syncs; the rules stay.
+		stops.push(func() {
+			if err := c.Close(); err != nil {
+				a.log.Error(err, "Closing the dataplane's connections")
+			}
+		})
+	}
 	hcServers := healthcheck.NewServers(a.log.WithName("healthcheck"), healthcheck.Options{
 		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
 	stops.push(hcServers.Close)

@@ -17,8 +17,9 @@ import (
 // objects are freed, after an RCU grace period (nf_tables flushes its destroy work on every
 // release). That wait was most of a one-endpoint change: 8-28 ms in close(2) against 0.1-0.3 ms
 // in the commit itself (strace, 1,000 Services, loaded VM). A kept socket lets the kernel free
-// them in the background. After any error both are closed, and the next sync dials again (a
-// failed batch may leave answers unread, or messages queued in the library's connection).
+// them in the background. A connection that fails is closed (reset, or generation on its own
+// error), and the next sync dials it again (a failed batch may leave answers unread, or
+// messages queued in the library's connection). The agent closes both at exit (Proxier.Close).
 type conns struct {
 	nft *nftables.Conn
 	gen *netlink.Conn
