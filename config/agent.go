@@ -113,7 +113,17 @@ type Membership struct {
 	// The failure detector's timings (package nodeproxy/membership explains the arithmetic).
 	ProbeInterval, ProbeTimeout, GossipInterval, RejoinInterval time.Duration
 	SuspicionMult, SuspicionMaxTimeoutMult                      int
+	// RestartHold is how long the other agents keep this node as the owner of its VIPs (and
+	// its endpoints in their rules) after it stopped on SIGTERM, waiting for its agent to come
+	// back (an upgrade or a restart of the pod): at exit the agent tells them so instead of
+	// leaving. 0: leave at exit, the others fail over at once. A crash or a lost node is found
+	// by the failure detector as before, whatever this is.
+	RestartHold time.Duration
 }
+
+// MaxRestartHold bounds RestartHold: a VIP whose node does not come back is unanswered for
+// up to the hold.
+const MaxRestartHold = 5 * time.Minute
 
 // DefaultMembershipPort is memberlist's usual port (TCP and UDP), as MetalLB uses it.
 const DefaultMembershipPort = 7946
@@ -129,8 +139,14 @@ func DefaultMembership() Membership {
 		RejoinInterval:          5 * time.Second,
 		SuspicionMult:           4,
 		SuspicionMaxTimeoutMult: 2,
+		RestartHold:             DefaultRestartHold,
 	}
 }
+
+// DefaultRestartHold is the default RestartHold: several times the few seconds a DaemonSet
+// takes to replace an agent pod (measured in e2e/suites/install), short enough that a node
+// that stops for good loses its VIPs to another node within it.
+const DefaultRestartHold = 15 * time.Second
 
 // DefaultAgent returns the defaults.
 func DefaultAgent() Agent {
@@ -184,6 +200,7 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&m.SuspicionMaxTimeoutMult, "membership-suspicion-max-timeout-mult", m.SuspicionMaxTimeoutMult, "upper bound of the suspicion timeout, as a multiple of its minimum")
 	fs.DurationVar(&m.GossipInterval, "membership-gossip-interval", m.GossipInterval, "how often membership news is gossiped")
 	fs.DurationVar(&m.RejoinInterval, "membership-rejoin-interval", m.RejoinInterval, "how often nodes missing from the view are joined again")
+	fs.DurationVar(&m.RestartHold, "membership-restart-hold", m.RestartHold, "on SIGTERM, ask the other agents to keep this node's VIPs and endpoints for this long while the agent restarts, instead of leaving (0: leave, the others fail over at once; a crash fails over at once anyway)")
 
 	// Portico's first names, before it took kube-proxy's.
 	deprecatedAlias(fs, "node-name", "hostname-override")
@@ -354,6 +371,9 @@ func (c *Agent) validateAnnounce(root *field.Path) field.ErrorList {
 		if d <= 0 {
 			errs = append(errs, field.Invalid(mp.Child(name), d.String(), "must be > 0"))
 		}
+	}
+	if m.RestartHold < 0 || m.RestartHold > MaxRestartHold {
+		errs = append(errs, field.Invalid(mp.Child("restartHold"), m.RestartHold.String(), "must be in 0.."+MaxRestartHold.String()))
 	}
 	for name, n := range map[string]int{"suspicionMult": m.SuspicionMult, "suspicionMaxTimeoutMult": m.SuspicionMaxTimeoutMult} {
 		if n < 1 {

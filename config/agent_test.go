@@ -106,7 +106,7 @@ func TestAgentAnnounceFlags(t *testing.T) {
 	c.BindFlags(fs)
 	err := fs.Parse([]string{"--node-name=node1", "--announce=l2", "--membership", "--membership-bind-address=198.19.0.11",
 		"--membership-port=7947", "--membership-probe-interval=200ms", "--membership-probe-timeout=100ms",
-		"--membership-suspicion-mult=3", "--membership-rejoin-interval=1s"})
+		"--membership-suspicion-mult=3", "--membership-rejoin-interval=1s", "--membership-restart-hold=7s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestAgentAnnounceFlags(t *testing.T) {
 	}
 	m := c.Membership
 	if len(c.Announcers) != 1 || c.Announcers[0] != AnnouncerL2 || !m.Enabled || m.BindAddress != "198.19.0.11" || m.Port != 7947 ||
-		m.ProbeInterval != 200*time.Millisecond || m.ProbeTimeout != 100*time.Millisecond || m.SuspicionMult != 3 || m.RejoinInterval != time.Second {
+		m.ProbeInterval != 200*time.Millisecond || m.ProbeTimeout != 100*time.Millisecond || m.SuspicionMult != 3 || m.RejoinInterval != time.Second || m.RestartHold != 7*time.Second {
 		t.Errorf("flags not applied: %+v", c)
 	}
 }
@@ -129,13 +129,13 @@ func TestAgentValidateListsEveryAnnounceError(t *testing.T) {
 	}
 	c.Membership = Membership{Enabled: true, BindAddress: "0.0.0.0", Port: 70000, SecretFile: "/nonexistent/secret",
 		ProbeInterval: 100 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond, GossipInterval: 0, RejoinInterval: time.Second,
-		SuspicionMult: 0, SuspicionMaxTimeoutMult: 1}
+		SuspicionMult: 0, SuspicionMaxTimeoutMult: 1, RestartHold: -time.Second}
 	c.Announcers = []string{"l2"}
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted a bad membership configuration")
 	}
-	for _, want := range []string{"bindAddress", "port", "secretFile", "probeTimeout", "gossipInterval", "suspicionMult"} {
+	for _, want := range []string{"bindAddress", "port", "secretFile", "probeTimeout", "gossipInterval", "suspicionMult", "restartHold"} {
 		if !strings.Contains(err.Error(), "config.membership."+want) {
 			t.Errorf("error does not mention membership.%s:\n%v", want, err)
 		}

@@ -71,6 +71,7 @@ type MembershipFile struct {
 	RejoinInterval          *metav1.Duration `json:"rejoinInterval,omitempty"`
 	SuspicionMult           *int32           `json:"suspicionMult,omitempty"`
 	SuspicionMaxTimeoutMult *int32           `json:"suspicionMaxTimeoutMult,omitempty"`
+	RestartHold             *metav1.Duration `json:"restartHold,omitempty"`
 }
 
 // setting is one key of the file that is present: its path and the flag value it stands for.
@@ -133,6 +134,7 @@ func (f *AgentConfiguration) settings() []setting {
 		dur("membership.rejoinInterval", "membership-rejoin-interval", m.RejoinInterval)
 		integer("membership.suspicionMult", "membership-suspicion-mult", m.SuspicionMult)
 		integer("membership.suspicionMaxTimeoutMult", "membership-suspicion-max-timeout-mult", m.SuspicionMaxTimeoutMult)
+		dur("membership.restartHold", "membership-restart-hold", m.RestartHold)
 	}
 	return out
 }

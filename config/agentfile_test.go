@@ -58,6 +58,7 @@ membership:
   probeInterval: 200ms
   probeTimeout: 100ms
   suspicionMult: 5
+  restartHold: 20s
 `
 
 // TestAgentConfigurationFile: every key reaches the setting its flag sets.
@@ -80,7 +81,7 @@ func TestAgentConfigurationFile(t *testing.T) {
 		t.Errorf("address lists not applied: %v %+v", c.ClusterCIDRs, c.NodePortAddresses)
 	}
 	m := c.Membership
-	if len(c.Announcers) != 1 || c.Announcers[0] != "bgp" || !m.Enabled || m.Port != 7999 || m.ProbeInterval != 200*time.Millisecond || m.ProbeTimeout != 100*time.Millisecond || m.SuspicionMult != 5 {
+	if len(c.Announcers) != 1 || c.Announcers[0] != "bgp" || !m.Enabled || m.Port != 7999 || m.ProbeInterval != 200*time.Millisecond || m.ProbeTimeout != 100*time.Millisecond || m.SuspicionMult != 5 || m.RestartHold != 20*time.Second {
 		t.Errorf("announce and membership not applied: %v %+v", c.Announcers, m)
 	}
 	if !c.IgnoreExcludeLB {

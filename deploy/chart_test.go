@@ -143,6 +143,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"unknown proxy mode", with(baseValues(), "agent.mode", "ipvs"), "/agent/mode"},
 		{"ignoreExcludeLB a string", with(baseValues(), "ignoreExcludeLB", "yes"), "ignoreExcludeLB"},
 		{"cleanupOnUninstall a string", with(baseValues(), "agent.cleanupOnUninstall", "no"), "cleanupOnUninstall"},
+		{"restartHold not a duration", with(baseValues(), "agent.membership.restartHold", "15 seconds"), "restartHold"},
+		{"no grace period", with(baseValues(), "agent.terminationGracePeriodSeconds", 0), "terminationGracePeriodSeconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(ch, tc.vals, renderOpts{})

@@ -104,6 +104,9 @@ type agent struct {
 	registry *prometheus.Registry
 	health   *healthcheck.ProxyHealth
 	dyn      dynamic.Interface
+	// exitHold is, once the agent stops, how long the other agents are asked to keep this
+	// node while it restarts (0: leave membership); see exitHoldFor.
+	exitHold time.Duration
 }
 
 // newAgent wires the tracker, the loop and the agent's own health; the consumers are created in
@@ -128,8 +131,8 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, dy
 
 // run is the agent's life: start the tracker and Events, wait for the caches, start the
 // consumers of the sync loop, serve /healthz and /metrics, then sync until ctx ends.
-func (a *agent) run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
+func (a *agent) run(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	ctx = logr.NewContext(ctx, a.log)
 	a.tracker.Start(ctx.Done())
@@ -146,8 +149,26 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.startHTTP(ctx, cancel)
 	a.syncUntilDone(ctx)
-	a.log.Info("Stopped; rules stay in place")
+	a.exitHold = a.exitHoldFor(parent.Err() != nil)
+	a.log.Info("Stopped; rules stay in place", "restartHold", a.exitHold)
 	return nil
+}
+
+// exitHoldFor is how long the other agents should keep this node as the owner of its VIPs
+// once it exits: --membership-restart-hold when the agent was told to stop (SIGTERM: a pod
+// replaced by an upgrade, a restart), since the rules stay in the kernel and keep serving;
+// 0 (leave, the others take over at once) when it stops on its own failure, or when its Node
+// is cordoned or being deleted: then the node is going away (drain, maintenance), not the
+// agent restarting.
+func (a *agent) exitHoldFor(signalled bool) time.Duration {
+	if !signalled || !a.cfg.Membership.Enabled {
+		return 0
+	}
+	n := a.tracker.Store().Node()
+	if n == nil || n.Spec.Unschedulable || servicerules.NodeBeingDeleted(n) {
+		return 0
+	}
+	return a.cfg.Membership.RestartHold
 }
 
 // stack holds stop functions, run last-in first-out.

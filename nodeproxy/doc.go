@@ -78,7 +78,10 @@
 // (a flushed or edited chain, a deleted jump; see package rules for what a full sync writes; at
 // 10,000 Services it costs one iptables-save, about 1.5 s here, when nothing drifted); the
 // metric portico_agent_sync_proxy_rules_chains_restored_total{sync="full"} counts what it
-// wrote. Exiting never flushes rules, so established connections survive a restart.
+// wrote. Exiting never flushes rules, so established connections survive a restart; on SIGTERM
+// the agent also keeps its node in the other agents' membership views for
+// --membership-restart-hold instead of leaving (membership.Restart; agent.go's exitHoldFor says
+// when it does not), so that the VIPs it announces do not move while it restarts.
 //
 // Each proxier observes portico_agent_network_programming_duration_seconds (kube-proxy's network
 // programming latency) per family once that family's rules are programmed, from the trigger

@@ -15,7 +15,8 @@ import (
 // startMembership starts the agents' membership, joins the agents of the other Nodes (their
 // InternalIPs of the bind address's family) before it returns, so that the first election
 // sees them (alone in its view an agent would win every VIP), and keeps the peers up to date
-// and the loop informed until ctx ends. The returned function leaves gracefully.
+// and the loop informed until ctx ends. The returned function leaves gracefully, or, when the
+// agent exits to restart (a.exitHold), tells the others to keep this node meanwhile.
 func (a *agent) startMembership(ctx context.Context) (func(), error) {
 	cfg, err := a.membershipConfig()
 	if err != nil {
@@ -46,6 +47,12 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 		}
 	}()
 	return func() {
+		if a.exitHold > 0 {
+			if err := m.Restart(a.exitHold, membershipStopTimeout); err != nil {
+				a.log.Error(err, "Telling membership of the restart")
+			}
+			return
+		}
 		if err := m.Stop(membershipStopTimeout); err != nil {
 			a.log.Error(err, "Leaving membership")
 		}
@@ -157,7 +164,7 @@ type membershipMetrics struct {
 func newMembershipMetrics(reg prometheus.Registerer) *membershipMetrics {
 	m := &membershipMetrics{
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricsPrefix + "membership_nodes",
-			Help: "Nodes in this agent's membership view by state: alive, or dead (failed, not left gracefully)."}, []string{"state"}),
+			Help: "Nodes in this agent's membership view by state: alive, restarting (gone, held until back or their restart hold ends; counted as alive by elections), or dead (failed or left)."}, []string{"state"}),
 		changes: prometheus.NewCounter(prometheus.CounterOpts{Name: metricsPrefix + "membership_changes_total",
 			Help: "Changes of this agent's membership view (joins, leaves, failures; bursts may coalesce)."}),
 	}
@@ -168,6 +175,8 @@ func newMembershipMetrics(reg prometheus.Registerer) *membershipMetrics {
 }
 
 func (mm *membershipMetrics) observe(m *membership.Membership) {
-	mm.nodes.WithLabelValues("alive").Set(float64(len(m.Alive())))
+	held := len(m.Held())
+	mm.nodes.WithLabelValues("alive").Set(float64(len(m.Alive()) - held))
+	mm.nodes.WithLabelValues("restarting").Set(float64(held))
 	mm.nodes.WithLabelValues("dead").Set(float64(len(m.Dead())))
 }

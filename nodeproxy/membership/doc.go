@@ -43,6 +43,25 @@
 // drop the node at once instead of after the detection time), then shuts down; Abort shuts down
 // without leaving, as a crash would.
 //
+// # Restarts
+//
+// Restart(hold) is the third way out, for an agent that stops to come back (a pod replaced by
+// a rolling update, a restart): the node's dataplane lives in the kernel and keeps serving
+// without the agent, so its VIPs should stay where they are. The member publishes a hold in its
+// node metadata (memberlist's node meta, gossiped as an alive message with a new incarnation;
+// Restart waits up to its timeout for that broadcast), then shuts down without leaving. Every
+// other member records the hold when the update reaches it (the deadline is its own receive
+// time plus the hold: no clocks are compared); when the failure detector then drops the node,
+// the member keeps it in its view (Alive; Held lists such nodes; it is not Dead) until the node
+// is back (its new member refutes the old incarnation: a join, or an update without a hold,
+// ends the hold at once) or the hold has passed, after which it is dead as after a crash.
+// Elections therefore keep the node as the VIPs' owner, and endpoints on it stay in the rules.
+// A member that joins while another is held learns the hold from the member it joins (the
+// push-pull state carries the holds and the time left of each), so that it does not elect
+// without that node. A crash (no Restart) is found by the failure detector as before.
+// The cost: a node that announces a restart and then does not come back (the node itself
+// lost meanwhile) keeps its VIPs unanswered until the hold ends.
+//
 // # Security
 //
 // With a secret key every packet is encrypted and authenticated with AES-GCM; the key is the

@@ -3,6 +3,7 @@ package membership
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -119,7 +120,12 @@ type Membership struct {
 	mu    sync.Mutex
 	alive map[string]bool
 	// dead are the nodes that were alive and left the view, and have not come back.
-	dead    map[string]bool
+	dead map[string]bool
+	// holds are the nodes that said they are restarting, and until when the others keep
+	// them; held are those of them that memberlist has dropped, kept in alive meanwhile.
+	holds   map[string]hold
+	held    map[string]*time.Timer
+	meta    []byte // this node's metadata (see nodeMeta)
 	peers   []netip.Addr
 	changed chan struct{}
 
@@ -139,6 +145,8 @@ func Start(cfg Config) (*Membership, error) {
 		cfg:     cfg,
 		alive:   map[string]bool{},
 		dead:    map[string]bool{},
+		holds:   map[string]hold{},
+		held:    map[string]*time.Timer{},
 		changed: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -156,6 +164,7 @@ func Start(cfg Config) (*Membership, error) {
 	mc.SuspicionMaxTimeoutMult = cfg.Timings.SuspicionMaxTimeoutMult
 	mc.GossipInterval = cfg.Timings.GossipInterval
 	mc.Events = (*events)(m)
+	mc.Delegate = (*delegate)(m)
 	mc.Logger = log.New(logWriter{cfg.Log}, "", 0)
 	list, err := memberlist.Create(mc)
 	if err != nil {
@@ -166,7 +175,8 @@ func Start(cfg Config) (*Membership, error) {
 	return m, nil
 }
 
-// Alive returns a copy of the view: the names of the nodes alive now, this one included.
+// Alive returns a copy of the view: the names of the nodes alive now, this one included, and
+// the nodes held while they restart (see Held).
 func (m *Membership) Alive() map[string]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -189,6 +199,18 @@ func (m *Membership) Dead() map[string]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return maps.Clone(m.dead)
+}
+
+// Held returns the nodes that stopped saying they restart and are kept in the view (Alive)
+// until they are back or their hold ends; memberlist itself sees them gone.
+func (m *Membership) Held() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]bool{}
+	for n := range m.held {
+		out[n] = true
+	}
+	return out
 }
 
 // Changes receives a value after the view changed; several changes may coalesce into one.
@@ -264,6 +286,27 @@ func (m *Membership) Stop(timeout time.Duration) error {
 	return err
 }
 
+// Restart tells the other members that this node's agent is restarting and will be back
+// within hold (waiting up to timeout for the news to spread), then shuts the member down
+// without leaving. The others keep the node in their views (Held) until it is back or hold
+// has passed, so that what it announces stays where it is; after that they fail over as
+// after a crash.
+func (m *Membership) Restart(hold, timeout time.Duration) error {
+	var err error
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		<-m.done
+		m.mu.Lock()
+		m.meta = encodeMeta(nodeMeta{RestartHoldMillis: hold.Milliseconds()})
+		m.mu.Unlock()
+		if uerr := m.list.UpdateNode(timeout); uerr != nil {
+			err = fmt.Errorf("telling membership of the restart: %w", uerr)
+		}
+		err = errors.Join(err, m.shutdown())
+	})
+	return err
+}
+
 // Abort shuts the member down without leaving, as a crash would: the others notice it only by
 // failed probes. It ends every goroutine of the member.
 func (m *Membership) Abort() error {
@@ -277,6 +320,11 @@ func (m *Membership) Abort() error {
 }
 
 func (m *Membership) shutdown() error {
+	m.mu.Lock()
+	for _, t := range m.held {
+		t.Stop()
+	}
+	m.mu.Unlock()
 	if err := m.list.Shutdown(); err != nil {
 		return fmt.Errorf("shutting down membership: %w", err)
 	}
@@ -287,9 +335,88 @@ func (m *Membership) shutdown() error {
 // updates the view and signals without blocking.
 type events Membership
 
-func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).set(n.Name, true) }
-func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).set(n.Name, false) }
-func (e *events) NotifyUpdate(n *memberlist.Node) {}
+func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).joined(n) }
+func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).left(n) }
+func (e *events) NotifyUpdate(n *memberlist.Node) { (*Membership)(e).updated(n) }
+
+// hold is a node's announced restart: the others keep it until then.
+type hold struct{ until time.Time }
+
+// joined: n is alive (again); a hold it announces now starts counting.
+func (m *Membership) joined(n *memberlist.Node) {
+	m.mu.Lock()
+	_, wasHeld := m.held[n.Name]
+	m.unhold(n.Name)
+	m.noteMeta(n)
+	m.mu.Unlock()
+	m.set(n.Name, true)
+	if wasHeld {
+		// Alive already: set did not signal, but Held changed.
+		m.cfg.Log.Info("Membership: node back from its restart", "node", n.Name)
+		m.signal()
+	}
+}
+
+// updated: n's metadata changed; it may announce a restart.
+func (m *Membership) updated(n *memberlist.Node) {
+	m.mu.Lock()
+	m.noteMeta(n)
+	m.mu.Unlock()
+}
+
+// noteMeta records the hold n announces, or forgets it when n announces none. Callers hold
+// m.mu.
+func (m *Membership) noteMeta(n *memberlist.Node) {
+	md := decodeMeta(n.Meta)
+	if md.RestartHoldMillis <= 0 {
+		delete(m.holds, n.Name)
+		return
+	}
+	d := time.Duration(md.RestartHoldMillis) * time.Millisecond
+	m.holds[n.Name] = hold{until: time.Now().Add(d)}
+	m.cfg.Log.Info("Membership: node restarting; keeping it", "node", n.Name, "hold", d)
+}
+
+// left: memberlist dropped n. A node within its announced hold stays in the view until it is
+// back or the hold ends; any other is dead.
+func (m *Membership) left(n *memberlist.Node) {
+	m.mu.Lock()
+	h, ok := m.holds[n.Name]
+	if ok && time.Until(h.until) > 0 && m.alive[n.Name] {
+		if _, already := m.held[n.Name]; !already {
+			m.held[n.Name] = time.AfterFunc(time.Until(h.until), func() { m.expire(n.Name, h) })
+		}
+		m.mu.Unlock()
+		m.cfg.Log.Info("Membership: node gone while restarting; held", "node", n.Name, "until", h.until.Format(time.RFC3339Nano))
+		m.signal()
+		return
+	}
+	m.unhold(n.Name)
+	m.mu.Unlock()
+	m.set(n.Name, false)
+}
+
+// expire ends h, the hold of a node that did not come back in time: it is dead now.
+func (m *Membership) expire(name string, h hold) {
+	m.mu.Lock()
+	if cur, ok := m.holds[name]; !ok || cur != h || m.held[name] == nil {
+		m.mu.Unlock()
+		return // back, or held again since
+	}
+	m.unhold(name)
+	m.mu.Unlock()
+	m.cfg.Log.Info("Membership: restart hold ended without the node back", "node", name)
+	m.set(name, false)
+}
+
+// unhold forgets name's hold. Callers hold m.mu.
+func (m *Membership) unhold(name string) {
+	if t := m.held[name]; t != nil {
+		t.Stop()
+	}
+	delete(m.held, name)
+	delete(m.holds, name)
+}
 
 func (m *Membership) set(name string, alive bool) {
 	m.mu.Lock()
@@ -306,9 +433,105 @@ func (m *Membership) set(name string, alive bool) {
 	}
 	m.mu.Unlock()
 	m.cfg.Log.Info("Membership view changed", "node", name, "alive", alive)
+	m.signal()
+}
+
+func (m *Membership) signal() {
 	select {
 	case m.changed <- struct{}{}:
 	default:
+	}
+}
+
+// nodeMeta is the metadata every member publishes (memberlist's node meta, at most 512
+// bytes): JSON, so that a newer field is ignored by an older agent.
+type nodeMeta struct {
+	// RestartHoldMillis, when positive, says the node's agent is restarting and asks the
+	// others to keep the node for that many milliseconds.
+	RestartHoldMillis int64 `json:"restartHoldMs,omitempty"`
+}
+
+func encodeMeta(md nodeMeta) []byte {
+	b, _ := json.Marshal(md) // a struct of an int: cannot fail
+	return b
+}
+
+// decodeMeta reads b; empty or unreadable metadata is none.
+func decodeMeta(b []byte) nodeMeta {
+	var md nodeMeta
+	if len(b) > 0 {
+		_ = json.Unmarshal(b, &md)
+	}
+	return md
+}
+
+// heldState is what a member passes to one that joins it (memberlist's push-pull): the nodes
+// it holds and the milliseconds left of each hold, so that an agent starting while another
+// restarts keeps that node too instead of electing without it.
+type heldState struct {
+	Held map[string]int64 `json:"held,omitempty"`
+}
+
+// delegate is the memberlist Delegate: this node's metadata, and the holds passed on join.
+type delegate Membership
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	m := (*Membership)(d)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.meta) > limit {
+		return nil
+	}
+	return bytes.Clone(m.meta)
+}
+
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+
+func (d *delegate) LocalState(join bool) []byte {
+	m := (*Membership)(d)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := heldState{Held: map[string]int64{}}
+	for name := range m.held {
+		if left := time.Until(m.holds[name].until); left > 0 {
+			st.Held[name] = left.Milliseconds()
+		}
+	}
+	b, _ := json.Marshal(st) // a map of ints: cannot fail
+	return b
+}
+
+// MergeRemoteState takes the holds of the member this one joined, once, at its join: later
+// exchanges would bring back holds this member already ended.
+func (d *delegate) MergeRemoteState(buf []byte, join bool) {
+	m := (*Membership)(d)
+	if !join {
+		return
+	}
+	var st heldState
+	if err := json.Unmarshal(buf, &st); err != nil {
+		return
+	}
+	m.mu.Lock()
+	var added []string
+	for name, ms := range st.Held {
+		if ms <= 0 || name == m.cfg.NodeName || m.alive[name] || m.held[name] != nil {
+			continue
+		}
+		h := hold{until: time.Now().Add(time.Duration(ms) * time.Millisecond)}
+		m.holds[name] = h
+		m.held[name] = time.AfterFunc(time.Until(h.until), func() { m.expire(name, h) })
+		m.alive[name] = true
+		delete(m.dead, name)
+		added = append(added, name)
+	}
+	m.mu.Unlock()
+	for _, name := range added {
+		m.cfg.Log.Info("Membership: holding a node that is restarting, as the member joined does", "node", name)
+	}
+	if len(added) > 0 {
+		m.signal()
 	}
 }
 
@@ -335,4 +558,5 @@ func (w logWriter) Write(b []byte) (int, error) {
 var (
 	_ io.Writer                = logWriter{}
 	_ memberlist.EventDelegate = (*events)(nil)
+	_ memberlist.Delegate      = (*delegate)(nil)
 )

@@ -16,6 +16,12 @@
 // isolated one reaches nobody); after the link comes back exactly one node answers and the
 // VIPs return to the first node in the order.
 //
+// TestL2AgentRestart stops the announcing agent with SIGTERM, as a rolling update does: the
+// other agents hold its node (their metrics count it restarting, not dead) instead of taking
+// its VIPs, and once a new agent runs on the node the client's neighbour entries never left
+// it, a held TCP connection through the VIP served on, and no new connection failed; then
+// SIGKILL on the same agent still fails over within failoverMax.
+//
 // TestLocalPolicyAnnouncesFromEndpointNode puts the only endpoint of an externalTrafficPolicy:
 // Local Service on the node that comes last in its VIP's election order: that node announces.
 // TestStartupErrors runs the binary with bad announcement flags and without access to

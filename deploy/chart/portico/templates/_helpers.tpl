@@ -34,6 +34,7 @@ membership:
   enabled: true
   port: {{ $a.membership.port }}
   secretFile: /etc/portico/membership/secret
+  restartHold: {{ $a.membership.restartHold }}
 {{- end }}
 {{- end -}}
 
