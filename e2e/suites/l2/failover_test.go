@@ -275,8 +275,8 @@ func (s *scenario) trial(tb testing.TB, failure string) trialResult {
 		if failed > 0 {
 			tb.Errorf("%s: %d of %d requests to %s failed in the %v after %s announced (served by %v)", failure, failed, sent, v, afterAnnounce, next, pods)
 		}
-		if failure == failureLinkCut && pods[shared.pods[winner]] > 0 {
-			tb.Errorf("%s: %d requests to %s answered by the cut node's pod", failure, pods[shared.pods[winner]], v)
+		if failure == failureLinkCut && pods[shared.pods[winner].Name] > 0 {
+			tb.Errorf("%s: %d requests to %s answered by the cut node's pod", failure, pods[shared.pods[winner].Name], v)
 		}
 	}
 	return res

@@ -46,7 +46,7 @@ var shared struct {
 	mu     sync.Mutex
 	agents map[string]*netlab.Process
 	macs   map[string]net.HardwareAddr
-	pods   map[string]string // node -> its backend pod's name
+	pods   map[string]*netlab.Pod // node -> its backend pod
 }
 
 func TestMain(m *testing.M) { shared.Main(m, func() error { return shared.Env.Close() }) }
@@ -64,7 +64,7 @@ func start() error {
 	if err != nil {
 		return err
 	}
-	shared.macs, shared.pods, shared.agents = map[string]net.HardwareAddr{}, map[string]string{}, map[string]*netlab.Process{}
+	shared.macs, shared.pods, shared.agents = map[string]net.HardwareAddr{}, map[string]*netlab.Pod{}, map[string]*netlab.Process{}
 	for _, n := range shared.Lab.Nodes() {
 		if err := n.Do(func() error {
 			ifi, err := net.InterfaceByName("eth0")
@@ -140,22 +140,29 @@ func nodeByName(name string) *netlab.Node {
 	return nil
 }
 
-// backends adds one ready pod per node with a TCP echo server on 8080, labelled app=web, once.
+// backends adds one ready pod per node labelled app=web (once: the pods and their API objects
+// stay for the package) and runs a TCP echo server on 8080 in each for tb. StartEchoServer
+// stops a server when the test that started it ends, so every test that sends traffic to the
+// pods calls backends: had only the first test started them, the pods of every later test
+// would answer with resets (the API still lists them Ready, so the agents keep them as
+// endpoints).
 var backendsOnce sync.Once
 
 func backends(tb testing.TB) {
 	backendsOnce.Do(func() {
 		for _, n := range shared.Lab.Nodes() {
 			p := n.AddPod(tb, "web-"+n.Name)
-			p.StartEchoServer(tb, "tcp", echoPort)
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + n.Name, Namespace: namespace, Labels: map[string]string{"app": "web"}}}
 			pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
 			if _, err := shared.Cluster.CreateReadyPod(context.Background(), pod, n.Name, p.Addr, p.Addr6); err != nil {
 				tb.Fatal(err)
 			}
-			shared.pods[n.Name] = p.Name
+			shared.pods[n.Name] = p
 		}
 	})
+	for _, n := range shared.Lab.Nodes() {
+		shared.pods[n.Name].StartEchoServer(tb, "tcp", echoPort)
+	}
 }
 
 // vips picks an IPv4 and an IPv6 address of the pool with the same election order (so that one
