@@ -8,6 +8,7 @@
 //	r, err := install.Portico(ctx, cluster, install.Options{Pool: netip.MustParsePrefix("198.18.221.0/28")})
 //	r := install.Must(t, cluster, opts)             // the same, failing t; Uninstall at cleanup
 //	err = r.WaitReady(ctx)                           // agents Ready on every node, controller available
+//	err = r.Stage(ctx, "e2e-next")                   // a tag's images imported on every node beforehand
 //	err = r.Upgrade(ctx, "e2e-next", extraValues)    // helm upgrade to a new tag and/or values
 //	err = r.Uninstall(ctx)                           // helm uninstall --wait --cascade foreground
 //	err = r.Gone(ctx)                                // no pod of the release left

@@ -85,6 +85,8 @@ type Release struct {
 	chart   *chart.Chart
 	cfg     *action.Configuration
 	removed bool
+	// staged are the images of other tags already imported on every node (Stage), by tag.
+	staged map[string]Images
 }
 
 // ChartDir is the chart's directory in this source tree (deploy/chart/portico): found from
@@ -265,17 +267,17 @@ func helmConfig(c *nodes.Cluster, namespace string) (*action.Configuration, erro
 }
 
 // Upgrade runs `helm upgrade` of the release: to tag (built or found and imported first, as
-// Portico does; empty: the current tag) with values merged over the release's current values,
-// then waits until the release is ready again (WaitReady: every agent and controller pod runs
-// the new images).
+// Portico does, unless Stage did already; empty: the current tag) with values merged over the
+// release's current values, then waits until the release is ready again (WaitReady: every
+// agent and controller pod runs the new images).
 func (r *Release) Upgrade(ctx context.Context, tag string, values map[string]any) error {
 	if tag != "" && tag != r.Images.Tag {
-		im, err := BuildImages(ctx, tag, r.opts.Logf)
-		if err != nil {
-			return err
-		}
-		if err := Import(ctx, r.c, im, usedImages(r.opts)...); err != nil {
-			return err
+		im, ok := r.staged[tag]
+		if !ok {
+			var err error
+			if im, err = r.stage(ctx, tag); err != nil {
+				return err
+			}
 		}
 		r.Images = im
 	}
@@ -289,6 +291,37 @@ func (r *Release) Upgrade(ctx context.Context, tag string, values map[string]any
 	}
 	r.Values = vals
 	return r.WaitReady(ctx)
+}
+
+// Stage builds (or finds) the images of tag and imports them on every node, as Upgrade would,
+// so that a later Upgrade to tag only runs helm: a test that watches an upgrade stages first,
+// and its window holds the rollout alone, not the nodes' containerds unpacking images (a CPU
+// and disk burst on every node at once, which no real rollout has: a kubelet pulls the new
+// image when it starts the new pod, on its node only).
+func (r *Release) Stage(ctx context.Context, tag string) error {
+	if tag == "" || tag == r.Images.Tag {
+		return nil
+	}
+	_, err := r.stage(ctx, tag)
+	return err
+}
+
+func (r *Release) stage(ctx context.Context, tag string) (Images, error) {
+	begin := time.Now()
+	im, err := BuildImages(ctx, tag, r.opts.Logf)
+	if err != nil {
+		return Images{}, err
+	}
+	if err := Import(ctx, r.c, im, usedImages(r.opts)...); err != nil {
+		return Images{}, err
+	}
+	if r.staged == nil {
+		r.staged = map[string]Images{}
+	}
+	r.staged[tag] = im
+	r.opts.Logf("install: images %s imported on %d nodes from %s to %s", tag, len(r.c.Nodes),
+		begin.Format("15:04:05.000"), time.Now().Format("15:04:05.000"))
+	return im, nil
 }
 
 // Uninstall runs `helm uninstall --wait --cascade foreground`: Helm deletes the release's

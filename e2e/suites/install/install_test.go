@@ -142,17 +142,22 @@ func TestInstall(t *testing.T) {
 
 	t.Run("upgrade under traffic", func(t *testing.T) {
 		next := tag + "-next"
-		// The new images first (Upgrade finds them in the cache), so that the traffic and the
-		// watch below span the rollout, not a build.
-		if _, err := install.BuildImages(ctx, next, t.Logf); err != nil {
+		// The agents' logs from now on: what they saw of each other while the new images were
+		// imported, and during the upgrade.
+		oldLogs := followAgentLogs(t, cs, r.Namespace)
+		// The new images first, built and imported on every node, so that the traffic and the
+		// watch below span the rollout alone: importing them on all three nodes at once is
+		// this harness's doing (a kubelet pulls an image when it starts the pod, on its node
+		// only).
+		if err := r.Stage(ctx, next); err != nil {
 			t.Fatal(err)
 		}
+		watched := time.Now()
 		load := traffic.Start(t, client, target, traffic.Options{Held: 4})
 		load.WaitRounds(t, 5, "traffic flowing before the upgrade")
 		// The node answering ARP for the VIP, and every MAC the client resolves it to during
 		// the upgrade: replacing the agents must not move the VIP.
 		neigh := netlab.WatchNeighbours(t, client.NS, []netip.Addr{vip}, 10*time.Millisecond)
-		oldLogs := followAgentLogs(t, cs, r.Namespace)
 		upgraded := time.Now()
 		if err := r.Upgrade(ctx, next, nil); err != nil {
 			t.Fatal(err)
@@ -177,11 +182,14 @@ func TestInstall(t *testing.T) {
 			names, err := c.MACs()
 			t.Errorf("the VIP moved between nodes during the upgrade: the client resolved it to %v (node MACs: %v, %v)", macs, names, err)
 		}
-		// What the agents, old and new, saw of the others' restarts (holds, returns, takeovers).
+		// What the agents, old and new, saw of the others' restarts (holds, returns, takeovers),
+		// and any node one of them declared dead (before the watched window too).
 		words := []string{"Membership", "Announcing VIP", "Withdrawing VIP", "Joined membership", "Stopped"}
-		if t.Failed() {
-			for pod, lines := range oldLogs() {
+		for pod, lines := range oldLogs() {
+			if t.Failed() {
 				t.Logf("replaced agent %s:\n%s", pod, strings.Join(grep(lines, words), "\n"))
+			} else if dead := grep(lines, []string{"alive=false"}); len(dead) > 0 {
+				t.Logf("replaced agent %s declared nodes dead (watched window from %s):\n%s", pod, watched.Format("15:04:05.000"), strings.Join(dead, "\n"))
 			}
 		}
 		agentLog(t, cs, r.Namespace, words...)
