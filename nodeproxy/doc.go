@@ -15,7 +15,10 @@
 //   - healthcheck: the healthCheckNodePort servers (a Consumer) and the agent's own /healthz and
 //     /livez;
 //   - membership (--membership): which nodes' agents are alive, known within a second
-//     (hashicorp/memberlist); started and joined before the first sync (liveness.go);
+//     (hashicorp/memberlist); started and joined before the first sync (liveness.go); a
+//     starting agent counts the nodes of agents that have not joined yet as alive for up to 5
+//     s (liveness.go's settling), so that the first agent of a fresh install does not announce
+//     every VIP until the others join;
 //   - announce: the VIP announcers (--announce=l2,bgp: ARP/NDP in announce/l2, BGP in
 //     announce/bgp), Consumers registered in announcers.go (BGP in announcers_bgp.go, left out by
 //     the build tag portico_nobgp) and run after netfilter and the health checks; package

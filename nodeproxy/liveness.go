@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
@@ -29,7 +32,22 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 	peers := func() []netip.Addr { return a.membershipPeers(cfg.BindAddr) }
 	m.SetPeers(peers()) // blocks for the first join
 	a.log.Info("Joined membership", "bind", netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.Port)), "alive", len(m.Alive()))
-	a.loop.liveness = func() (map[string]bool, map[string]bool) { return m.Alive(), m.Dead() }
+	st := &settling{until: time.Now().Add(startupSettle), log: a.log.WithName("membership"),
+		peers: func() []string { return a.membershipPeerNames(cfg.BindAddr) }}
+	if !st.settled(time.Now(), m.Alive(), m.Dead()) {
+		// The VIPs of the nodes whose agents never joined go to the others once it ends.
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(startupSettle):
+				a.loop.requestUrgent()
+			}
+		}()
+	}
+	a.loop.liveness = func() (map[string]bool, map[string]bool) {
+		dead := m.Dead()
+		return st.view(time.Now(), m.Alive(), dead), dead
+	}
 	go a.followMembership(ctx, m, newMembershipMetrics(a.registry))
 	// Nodes come and go: keep the peer list current. SetPeers joins the new ones and may block
 	// for memberlist's TCP timeout on an unreachable peer, so it has a goroutine of its own:
@@ -57,6 +75,76 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 			a.log.Error(err, "Leaving membership")
 		}
 	}, nil
+}
+
+// startupSettle bounds how long a starting agent presumes the agents of the other Nodes
+// alive while they join (settling): longer than the few seconds in which a DaemonSet's pods
+// start on a fresh install, short enough that the VIPs of a node whose agent never comes are
+// taken over soon after.
+const startupSettle = 5 * time.Second
+
+// settling is the view of an agent that has just started, while the other agents join. An
+// agent that starts first (a fresh install, a migration from another announcer) sees itself
+// alone, and an election among the alive nodes alone would make it announce every VIP until
+// the others join, moving each VIP twice (and resetting what was established through them).
+// So until every other Node's agent has joined once (or left: dead), or until the settle time
+// has passed, the nodes not heard from yet count as alive: each agent announces only the VIPs
+// it wins among all nodes, and the VIPs of the others wait for their own agents. An agent that
+// restarts beside running agents joins them before its first sync, so its settling ends at
+// once. Dead (leaving out endpoints) is never presumed.
+type settling struct {
+	until time.Time
+	// peers names the other Nodes whose agents should join (InternalIP of the bind family).
+	peers func() []string
+	log   logr.Logger
+	done  atomic.Bool
+}
+
+// view returns alive (which it may change) with the presumed nodes added while settling.
+func (s *settling) view(now time.Time, alive, dead map[string]bool) map[string]bool {
+	if s.done.Load() {
+		return alive
+	}
+	presumed := s.presumed(alive, dead)
+	if len(presumed) == 0 || !now.Before(s.until) {
+		s.end(presumed)
+		return alive
+	}
+	for _, n := range presumed {
+		alive[n] = true
+	}
+	return alive
+}
+
+// settled reports whether settling has ended (and ends it when it should), logging the nodes
+// it presumes alive meanwhile otherwise.
+func (s *settling) settled(now time.Time, alive, dead map[string]bool) bool {
+	if s.done.Load() {
+		return true
+	}
+	presumed := s.presumed(alive, dead)
+	if len(presumed) == 0 || !now.Before(s.until) {
+		s.end(presumed)
+		return true
+	}
+	s.log.Info("Counting the nodes of agents not joined yet as alive", "nodes", presumed, "until", s.until.Format(time.RFC3339Nano))
+	return false
+}
+
+func (s *settling) presumed(alive, dead map[string]bool) []string {
+	var out []string
+	for _, n := range s.peers() {
+		if !alive[n] && !dead[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (s *settling) end(missing []string) {
+	if s.done.CompareAndSwap(false, true) {
+		s.log.Info("Membership settled", "notJoined", missing)
+	}
 }
 
 // membershipConfig is the member's configuration from the agent's: the bind address (the
@@ -96,6 +184,22 @@ func (a *agent) membershipPeers(bind netip.Addr) []netip.Addr {
 			if ip.Is4() == bind.Is4() {
 				out = append(out, ip)
 			}
+		}
+	}
+	return out
+}
+
+// membershipPeerNames names the other Nodes with an InternalIP of bind's family: the agents
+// that should join.
+func (a *agent) membershipPeerNames(bind netip.Addr) []string {
+	nodes, _ := a.tracker.Store().Nodes()
+	var out []string
+	for _, n := range nodes {
+		if n.Name == a.cfg.NodeName {
+			continue
+		}
+		if slices.ContainsFunc(internalIPs(n), func(ip netip.Addr) bool { return ip.Is4() == bind.Is4() }) {
+			out = append(out, n.Name)
 		}
 	}
 	return out
