@@ -166,7 +166,7 @@ func runCluster(ctx context.Context) (err error) {
 	if uerr != nil {
 		return uerr
 	}
-	fmt.Printf("every agent and controller replaced and Ready in %s; %d requests served meanwhile, %d failed\n", time.Since(begin).Round(100*time.Millisecond), res.NewRequests-res.FailedNew, res.FailedNew)
+	fmt.Printf("every agent and controller replaced and Ready in %s; %d requests served meanwhile (the slowest in %s), %d failed\n", time.Since(begin).Round(100*time.Millisecond), res.NewRequests-res.FailedNew, res.SlowestNew.Round(time.Millisecond), res.FailedNew)
 	if res.FailedNew > 0 {
 		for _, f := range res.Failed {
 			fmt.Println("  failed:", f)
