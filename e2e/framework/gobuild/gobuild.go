@@ -5,7 +5,7 @@
 // GOAMD64...), every main-module package the program links (file names and contents) and the
 // versions of every other module it links. A test binary builds each program at most once;
 // concurrent test binaries may both build, and each installs by rename, so none runs a
-// half-written file.
+// half-written file. Builds of older sources go when unused for a while (e2e/framework/cacheprune).
 package gobuild
 
 import (
@@ -24,6 +24,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/portico-lb/portico/e2e/framework/cacheprune"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
@@ -86,6 +87,7 @@ func buildInto(ctx context.Context, cache, pkg, tags string) (string, error) {
 	dir := filepath.Join(cache, "gobuild", name+"-"+key)
 	bin := filepath.Join(dir, name)
 	if _, err := os.Stat(bin); err == nil {
+		cacheprune.Touch(dir)
 		return bin, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -101,6 +103,7 @@ func buildInto(ctx context.Context, cache, pkg, tags string) (string, error) {
 		_ = os.Remove(tmp)
 		return "", fmt.Errorf("installing %s: %w", name, err)
 	}
+	cacheprune.Prune(filepath.Dir(dir), name+"-")
 	return bin, nil
 }
 

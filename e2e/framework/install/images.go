@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/portico-lb/portico/e2e/framework/cacheprune"
 	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/images"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
@@ -74,7 +75,7 @@ func DefaultTag(ctx context.Context) (string, error) {
 // uncompressed: they only travel to the nodes' containerds), or finds them: built
 // images are kept in the cache (internal/prereq.CacheDir()/install-images/<source key>-<tag>)
 // and remembered in this process, so a second call with the same sources and tag costs
-// nothing.
+// nothing. Images of older sources go when unused for a while (e2e/framework/cacheprune).
 func BuildImages(ctx context.Context, tag string, logf func(string, ...any)) (Images, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -97,6 +98,9 @@ func BuildImages(ctx context.Context, tag string, logf func(string, ...any)) (Im
 		if err := build(ctx, dir, tag, logf); err != nil {
 			return Images{}, err
 		}
+		cacheprune.Prune(filepath.Dir(dir), "")
+	} else {
+		cacheprune.Touch(dir)
 	}
 	imagesDone[key+"-"+tag] = im
 	return im, nil

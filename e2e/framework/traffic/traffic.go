@@ -90,6 +90,13 @@ type Result struct {
 
 // Start starts the load from client on target; t's cleanup stops it.
 func Start(t testing.TB, client *netlab.Host, target netip.AddrPort, o Options) *Load {
+	l := Run(client, target, o)
+	t.Cleanup(func() { l.Stop() })
+	return l
+}
+
+// Run is Start for a program that is not a test (the demo): the caller must call Stop.
+func Run(client *netlab.Host, target netip.AddrPort, o Options) *Load {
 	if o.Pace == 0 {
 		o.Pace = 20 * time.Millisecond
 	}
@@ -141,7 +148,6 @@ func Start(t testing.TB, client *netlab.Host, target netip.AddrPort, o Options) 
 			}
 		}
 	})
-	t.Cleanup(func() { l.Stop() })
 	return l
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/install"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
+	"github.com/portico-lb/portico/e2e/framework/traffic"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 )
@@ -158,16 +159,19 @@ func runCluster(ctx context.Context) (err error) {
 
 	next := tag + "-next"
 	step("helm upgrade to new images (" + next + ") while the client keeps sending requests on new connections")
-	stopLoad := demoLoad(ctx, client, target)
+	load := traffic.Run(client, target, traffic.Options{})
 	begin = time.Now()
 	uerr := r.Upgrade(ctx, next, nil)
-	ok, failed := stopLoad()
+	res := load.Stop()
 	if uerr != nil {
 		return uerr
 	}
-	fmt.Printf("every agent and controller replaced and Ready in %s; %d requests served meanwhile, %d failed\n", time.Since(begin).Round(100*time.Millisecond), ok, failed)
-	if failed > 0 {
-		return fmt.Errorf("%d requests failed during the upgrade", failed)
+	fmt.Printf("every agent and controller replaced and Ready in %s; %d requests served meanwhile (the slowest in %s), %d failed\n", time.Since(begin).Round(100*time.Millisecond), res.NewRequests-res.FailedNew, res.SlowestNew.Round(time.Millisecond), res.FailedNew)
+	if res.FailedNew > 0 {
+		for _, f := range res.Failed {
+			fmt.Println("  failed:", f)
+		}
+		return fmt.Errorf("%d requests failed during the upgrade", res.FailedNew)
 	}
 	s, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 	if err != nil {
@@ -212,36 +216,6 @@ func runCluster(ctx context.Context) (err error) {
 
 // demoLoad sends requests on new connections from client to target until the returned stop
 // is called; stop returns the requests served and failed.
-func demoLoad(ctx context.Context, client *netlab.Host, target netip.AddrPort) (stop func() (int, int)) {
-	ctx, cancel := context.WithCancel(ctx)
-	finished := make(chan struct{})
-	var ok, failed int
-	go func() {
-		defer close(finished)
-		for ctx.Err() == nil {
-			_, err := request(ctx, client, target)
-			switch {
-			case ctx.Err() != nil:
-			case err != nil:
-				failed++
-			default:
-				ok++
-			}
-			tm := time.NewTimer(20 * time.Millisecond) // the request rate
-			select {
-			case <-ctx.Done():
-			case <-tm.C:
-			}
-			tm.Stop()
-		}
-	}()
-	return func() (int, int) {
-		cancel()
-		<-finished
-		return ok, failed
-	}
-}
-
 func demoEcho(image string) *appsv1.Deployment {
 	labels := map[string]string{"app": "web"}
 	return &appsv1.Deployment{
