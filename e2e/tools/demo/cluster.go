@@ -159,6 +159,12 @@ func runCluster(ctx context.Context) (err error) {
 
 	next := tag + "-next"
 	step("helm upgrade to new images (" + next + ") while the client keeps sending requests on new connections")
+	// The images go onto the nodes first, as a registry pull would bring them to each node on
+	// its own: importing them into three nodes' containerds at once is the lab's burst, not a
+	// rollout's (e2e/framework/install.Release.Stage).
+	if err := r.Stage(ctx, next); err != nil {
+		return err
+	}
 	load := traffic.Run(client, target, traffic.Options{})
 	begin = time.Now()
 	uerr := r.Upgrade(ctx, next, nil)
