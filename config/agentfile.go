@@ -47,6 +47,12 @@ type AgentConfiguration struct {
 	Announce           []string           `json:"announce,omitempty"`
 	IgnoreExcludeLB    *bool              `json:"ignoreExcludeLB,omitempty"`
 	Membership         *MembershipFile    `json:"membership,omitempty"`
+	BGP                *AgentBGPFile      `json:"bgp,omitempty"`
+}
+
+// AgentBGPFile is the bgp section of AgentConfiguration (the bgp announcer's settings).
+type AgentBGPFile struct {
+	GracefulRestart *metav1.Duration `json:"gracefulRestart,omitempty"`
 }
 
 // AgentIPTablesFile is the iptables section of AgentConfiguration.
@@ -133,6 +139,9 @@ func (f *AgentConfiguration) settings() []setting {
 		dur("membership.rejoinInterval", "membership-rejoin-interval", m.RejoinInterval)
 		integer("membership.suspicionMult", "membership-suspicion-mult", m.SuspicionMult)
 		integer("membership.suspicionMaxTimeoutMult", "membership-suspicion-max-timeout-mult", m.SuspicionMaxTimeoutMult)
+	}
+	if b := f.BGP; b != nil {
+		dur("bgp.gracefulRestart", "bgp-graceful-restart", b.GracefulRestart)
 	}
 	return out
 }

@@ -51,6 +51,7 @@ iptables:
   path: /usr/sbin/iptables-nft
   ip6Path: /usr/sbin/ip6tables-nft
 announce: [bgp]
+bgp: {gracefulRestart: 45s}
 ignoreExcludeLB: true
 membership:
   enabled: true
@@ -85,6 +86,9 @@ func TestAgentConfigurationFile(t *testing.T) {
 	}
 	if !c.IgnoreExcludeLB {
 		t.Error("ignoreExcludeLB not applied")
+	}
+	if c.BGPGracefulRestart != 45*time.Second {
+		t.Errorf("bgp.gracefulRestart not applied: %s", c.BGPGracefulRestart)
 	}
 	// Keys the file leaves out keep their defaults.
 	if d := DefaultMembership(); m.GossipInterval != d.GossipInterval || m.RejoinInterval != d.RejoinInterval {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -143,6 +144,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"unknown proxy mode", with(baseValues(), "agent.mode", "ipvs"), "/agent/mode"},
 		{"ignoreExcludeLB a string", with(baseValues(), "ignoreExcludeLB", "yes"), "ignoreExcludeLB"},
 		{"cleanupOnUninstall a string", with(baseValues(), "agent.cleanupOnUninstall", "no"), "cleanupOnUninstall"},
+		{"bgpGracefulRestart in minutes", with(baseValues(), "agent.bgpGracefulRestart", "2m"), "bgpGracefulRestart"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(ch, tc.vals, renderOpts{})
@@ -276,6 +278,13 @@ func TestAgentDaemonSet(t *testing.T) {
 	cfg = agentConfig(t, objs, ds.Spec.Template.Spec.Containers[0].Args)
 	if cfg.Kubeconfig != "" || cfg.Master != "" || cfg.Membership.Enabled || !slices.Equal(cfg.Announcers, []string{"bgp"}) || cfg.ProxyMode != config.ProxyModeNFTables || !cfg.IgnoreExcludeLB {
 		t.Errorf("bgp only, nftables, ignoreExcludeLB: the agent reads %+v", cfg)
+	}
+	if cfg.BGPGracefulRestart != 30*time.Second {
+		t.Errorf("bgp: graceful restart %s; want the chart's default 30s", cfg.BGPGracefulRestart)
+	}
+	grOff := mustRender(t, with(with(baseValues(), "agent.announce", []any{"bgp"}), "agent.bgpGracefulRestart", "0s"))
+	if cfg := agentConfig(t, grOff, typed[appsv1.DaemonSet](t, grOff, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args); cfg.BGPGracefulRestart != 0 {
+		t.Errorf("agent.bgpGracefulRestart 0s: the agent reads %s", cfg.BGPGracefulRestart)
 	}
 	if cmd := ds.Spec.Template.Spec.Containers[0].Command; !slices.Equal(cmd, []string{"/usr/local/bin/portico-agent-bgp"}) {
 		t.Errorf("with bgp the agent runs %q, want the image's portico-agent-bgp", cmd)

@@ -20,13 +20,14 @@ func init() { announcers[config.AnnouncerBGP] = newBGPAnnouncer }
 
 var _ Consumer = (*bgp.Consumer)(nil)
 
-// bgpStopTimeout bounds the graceful BGP shutdown at exit (withdraw, then close the sessions).
+// bgpStopTimeout bounds the graceful BGP shutdown at exit (withdraw, or not for a graceful
+// restart, then close the sessions).
 const bgpStopTimeout = 5 * time.Second
 
 func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), error) {
 	log := d.log.WithName("bgp")
 	c, err := bgp.NewConsumer(ctx, bgp.ConsumerOptions{Log: log, Node: d.cfg.NodeName, Dynamic: d.dyn, Secrets: d.cs,
-		Recorder: d.recorder, Registerer: d.registry, Resync: d.resync})
+		Recorder: d.recorder, Registerer: d.registry, Resync: d.resync, GracefulRestart: d.cfg.BGPGracefulRestart})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -34,8 +35,13 @@ func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), er
 		// ctx has ended by now: the shutdown gets its own deadline.
 		sctx, cancel := context.WithTimeout(context.Background(), bgpStopTimeout)
 		defer cancel()
-		if err := c.Stop(sctx); err != nil {
+		kept, err := c.Stop(sctx)
+		if err != nil {
 			log.Error(err, "Stopping BGP")
+			return
+		}
+		if kept {
+			log.Info("BGP stopped for a restart; the routers keep this node's routes for the graceful restart time", "restartTime", d.cfg.BGPGracefulRestart)
 			return
 		}
 		log.Info("BGP stopped; every prefix withdrawn")

@@ -35,6 +35,10 @@ membership:
   port: {{ $a.membership.port }}
   secretFile: /etc/portico/membership/secret
 {{- end }}
+{{- if has "bgp" $a.announce }}
+bgp:
+  gracefulRestart: {{ $a.bgpGracefulRestart }}
+{{- end }}
 {{- end -}}
 
 {{/* portico-agent's kubeconfig when agent.apiServer is set: the API server at that address,
