@@ -66,6 +66,10 @@ type Agent struct {
 	// excluded or being deleted) it closes its sessions without withdrawing, and routers that
 	// help keep the node's routes that long for the next agent. Zero: withdraw at every stop.
 	BGPGracefulRestart time.Duration
+	// BGPDaemonSet, "namespace/name", is the DaemonSet that runs the agent: with graceful
+	// restart, a stopping agent keeps its routes only while it still exists and is not being
+	// deleted (a pod replaced, not an uninstall). Empty: not checked.
+	BGPDaemonSet string
 	// ConfigFile is the AgentConfiguration file (--config) Complete loads; empty: flags only.
 	ConfigFile string
 }
@@ -188,6 +192,7 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.BGPGracefulRestart, "bgp-graceful-restart", c.BGPGracefulRestart, "BGP graceful restart time offered to every peer (whole seconds up to 4095s): an agent stopping on a node that stays keeps its routes at the routers that long for the next agent; 0 withdraws them at every stop")
+	fs.StringVar(&c.BGPDaemonSet, "bgp-daemonset", c.BGPDaemonSet, `"namespace/name" of the agent's DaemonSet: with --bgp-graceful-restart, a stopping agent withdraws its routes when that DaemonSet is gone or being deleted (an uninstall); empty: not checked`)
 	m := &c.Membership
 	fs.BoolVar(&m.Enabled, "membership", m.Enabled, "run the agents' membership (memberlist): node liveness for announcers and for leaving out endpoints on dead nodes")
 	fs.StringVar(&m.BindAddress, "membership-bind-address", m.BindAddress, "node IP membership listens on and advertises (default: the Node's first InternalIP)")
@@ -329,6 +334,12 @@ func (c *Agent) Validate() error {
 	}
 	if d := c.BGPGracefulRestart; d < 0 || d > maxBGPGracefulRestart || d%time.Second != 0 {
 		errs = append(errs, field.Invalid(root.Child("bgp", "gracefulRestart"), d.String(), "must be 0 (off) or whole seconds up to 4095s"))
+	}
+	if ds := c.BGPDaemonSet; ds != "" {
+		ns, name, ok := strings.Cut(ds, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, field.Invalid(root.Child("bgp", "daemonSet"), ds, `must be "namespace/name"`))
+		}
 	}
 	errs = append(errs, c.validateAnnounce(root)...)
 	return aggregate("invalid configuration", errs)

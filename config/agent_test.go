@@ -161,6 +161,19 @@ func TestAgentBGPGracefulRestart(t *testing.T) {
 			t.Errorf("--bgp-graceful-restart=%s: Validate = %v; want ok %v", tc.flag, err, tc.ok)
 		}
 	}
+	for _, tc := range []struct {
+		flag string
+		ok   bool
+	}{{"kube-system/portico-agent", true}, {"portico-agent", false}, {"Kube/x", false}} {
+		c, err := parseAgent(t, "--bgp-daemonset="+tc.flag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "config.bgp.daemonSet")) {
+			t.Errorf("--bgp-daemonset=%s: Validate = %v; want ok %v", tc.flag, err, tc.ok)
+		}
+	}
 }
 
 // TestAgentProxyModes: iptables and nftables are accepted; anything else is a startup error

@@ -53,6 +53,7 @@ type AgentConfiguration struct {
 // AgentBGPFile is the bgp section of AgentConfiguration (the bgp announcer's settings).
 type AgentBGPFile struct {
 	GracefulRestart *metav1.Duration `json:"gracefulRestart,omitempty"`
+	DaemonSet       *string          `json:"daemonSet,omitempty"`
 }
 
 // AgentIPTablesFile is the iptables section of AgentConfiguration.
@@ -142,6 +143,7 @@ func (f *AgentConfiguration) settings() []setting {
 	}
 	if b := f.BGP; b != nil {
 		dur("bgp.gracefulRestart", "bgp-graceful-restart", b.GracefulRestart)
+		str("bgp.daemonSet", "bgp-daemonset", b.DaemonSet)
 	}
 	return out
 }

@@ -38,6 +38,7 @@ membership:
 {{- if has "bgp" $a.announce }}
 bgp:
   gracefulRestart: {{ $a.bgpGracefulRestart }}
+  daemonSet: {{ .Release.Namespace }}/portico-agent
 {{- end }}
 {{- end -}}
 
