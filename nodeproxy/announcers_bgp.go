@@ -57,7 +57,9 @@ func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), er
 }
 
 // daemonSetDeployed is the bgp Consumer's Deployed check for --bgp-daemonset ("namespace/name";
-// empty: none): the DaemonSet exists and is not being deleted.
+// empty: none): the DaemonSet exists and is not being deleted. Forbidden and Unauthorized count
+// as gone too: helm uninstall deletes the agent's Role and ServiceAccount right after the
+// DaemonSet, before the garbage collector stops the pods.
 func daemonSetDeployed(cs kubernetes.Interface, ref string) func(context.Context) (bool, error) {
 	ns, name, ok := strings.Cut(ref, "/")
 	if !ok {
@@ -65,7 +67,7 @@ func daemonSetDeployed(cs kubernetes.Interface, ref string) func(context.Context
 	}
 	return func(ctx context.Context) (bool, error) {
 		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 			return false, nil
 		}
 		if err != nil {

@@ -457,7 +457,7 @@ func (c *Consumer) deployed(ctx context.Context) bool {
 		return true
 	}
 	if !ok {
-		c.opts.Log.Info("The agent's DaemonSet is gone or being deleted; withdrawing the routes")
+		c.opts.Log.Info("The agent is no longer deployed (its DaemonSet gone, being deleted or unreadable); withdrawing the routes")
 	}
 	return ok
 }
