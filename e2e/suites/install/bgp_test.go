@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -91,11 +92,18 @@ func TestInstallBGP(t *testing.T) {
 	}))
 
 	begin := time.Now()
-	r := install.Must(t, c, install.Options{Tag: tag, Announce: []string{"bgp"}, Pool: netip.MustParsePrefix(bgpPool), Values: map[string]any{
+	vals := map[string]any{
 		"bgpPeers": []any{map[string]any{"name": "router", "spec": map[string]any{
 			"peerAddress": rh.Addr.String(), "peerASN": bgpRouterASN, "myASN": bgpNodeASN,
 		}}},
-	}})
+	}
+	// PORTICO_INSTALL_BGP_GR overrides agent.bgpGracefulRestart, e.g. 0s to see what the
+	// upgrade does without graceful restart (the route assertions then fail).
+	if gr := os.Getenv("PORTICO_INSTALL_BGP_GR"); gr != "" {
+		vals["agent"] = map[string]any{"bgpGracefulRestart": gr}
+		t.Logf("agent.bgpGracefulRestart: %s (PORTICO_INSTALL_BGP_GR)", gr)
+	}
+	r := install.Must(t, c, install.Options{Tag: tag, Announce: []string{"bgp"}, Pool: netip.MustParsePrefix(bgpPool), Values: vals})
 	t.Logf("helm install to release ready: %s", time.Since(begin).Round(time.Millisecond))
 
 	svc := svcs.Wait("echo", "an ingress IP from the pool", func(s *corev1.Service) string {
