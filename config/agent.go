@@ -61,6 +61,15 @@ type Agent struct {
 	// Membership configures the node-liveness gossip every announcer and the dead-node
 	// endpoint filter rely on.
 	Membership Membership
+	// BGPGracefulRestart, when not zero, is the BGP graceful restart time (RFC 4724) the bgp
+	// announcer offers every peer: when the agent stops on a node that stays (not cordoned,
+	// excluded or being deleted) it closes its sessions without withdrawing, and routers that
+	// help keep the node's routes that long for the next agent. Zero: withdraw at every stop.
+	BGPGracefulRestart time.Duration
+	// BGPDaemonSet, "namespace/name", is the DaemonSet that runs the agent: with graceful
+	// restart, a stopping agent keeps its routes only while it still exists and is not being
+	// deleted (a pod replaced, not an uninstall). Empty: not checked.
+	BGPDaemonSet string
 	// ConfigFile is the AgentConfiguration file (--config) Complete loads; empty: flags only.
 	ConfigFile string
 }
@@ -162,8 +171,17 @@ func DefaultAgent() Agent {
 		IPTablesPath:       "iptables",
 		IP6TablesPath:      "ip6tables",
 		Membership:         DefaultMembership(),
+		BGPGracefulRestart: DefaultBGPGracefulRestart,
 	}
 }
+
+// DefaultBGPGracefulRestart is --bgp-graceful-restart's default: long enough for a DaemonSet to
+// replace an agent's pod with an image already on the node, short enough that a node that
+// never comes back does not keep its routes for long (BFD or a cordon end them sooner).
+const DefaultBGPGracefulRestart = 30 * time.Second
+
+// maxBGPGracefulRestart is the longest restart time BGP's capability holds (12 bits of seconds).
+const maxBGPGracefulRestart = 4095 * time.Second
 
 // BindFlags registers the agent's flags on fs. Names portico-agent used before it took
 // kube-proxy's stay as deprecated aliases.
@@ -189,6 +207,8 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 		c.Announcers = splitList(s)
 		return nil
 	})
+	fs.DurationVar(&c.BGPGracefulRestart, "bgp-graceful-restart", c.BGPGracefulRestart, "BGP graceful restart time offered to every peer (whole seconds up to 4095s): an agent stopping on a node that stays keeps its routes at the routers that long for the next agent; 0 withdraws them at every stop")
+	fs.StringVar(&c.BGPDaemonSet, "bgp-daemonset", c.BGPDaemonSet, `"namespace/name" of the agent's DaemonSet: with --bgp-graceful-restart, a stopping agent withdraws its routes when that DaemonSet is gone or being deleted (an uninstall); empty: not checked`)
 	m := &c.Membership
 	fs.BoolVar(&m.Enabled, "membership", m.Enabled, "run the agents' membership (memberlist): node liveness for announcers and for leaving out endpoints on dead nodes")
 	fs.StringVar(&m.BindAddress, "membership-bind-address", m.BindAddress, "node IP membership listens on and advertises (default: the Node's first InternalIP)")
@@ -328,6 +348,15 @@ func (c *Agent) Validate() error {
 	}
 	if c.IP6TablesPath == "" {
 		errs = append(errs, field.Required(root.Child("ip6tablesPath"), ""))
+	}
+	if d := c.BGPGracefulRestart; d < 0 || d > maxBGPGracefulRestart || d%time.Second != 0 {
+		errs = append(errs, field.Invalid(root.Child("bgp", "gracefulRestart"), d.String(), "must be 0 (off) or whole seconds up to 4095s"))
+	}
+	if ds := c.BGPDaemonSet; ds != "" {
+		ns, name, ok := strings.Cut(ds, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, field.Invalid(root.Child("bgp", "daemonSet"), ds, `must be "namespace/name"`))
+		}
 	}
 	errs = append(errs, c.validateAnnounce(root)...)
 	return aggregate("invalid configuration", errs)

@@ -142,6 +142,40 @@ func TestAgentValidateListsEveryAnnounceError(t *testing.T) {
 	}
 }
 
+// TestAgentBGPGracefulRestart: 30 s by default, 0 turns it off, and a value BGP cannot carry
+// is a startup error.
+func TestAgentBGPGracefulRestart(t *testing.T) {
+	if d := DefaultAgent().BGPGracefulRestart; d != 30*time.Second {
+		t.Errorf("default %s; want 30s", d)
+	}
+	for _, tc := range []struct {
+		flag string
+		ok   bool
+	}{{"0", true}, {"120s", true}, {"4095s", true}, {"4096s", false}, {"1500ms", false}, {"-1s", false}} {
+		c, err := parseAgent(t, "--bgp-graceful-restart="+tc.flag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "config.bgp.gracefulRestart")) {
+			t.Errorf("--bgp-graceful-restart=%s: Validate = %v; want ok %v", tc.flag, err, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		flag string
+		ok   bool
+	}{{"kube-system/portico-agent", true}, {"portico-agent", false}, {"Kube/x", false}} {
+		c, err := parseAgent(t, "--bgp-daemonset="+tc.flag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "config.bgp.daemonSet")) {
+			t.Errorf("--bgp-daemonset=%s: Validate = %v; want ok %v", tc.flag, err, tc.ok)
+		}
+	}
+}
+
 // TestAgentProxyModes: iptables and nftables are accepted; anything else is a startup error
 // naming the accepted values.
 func TestAgentProxyModes(t *testing.T) {

@@ -47,6 +47,13 @@ type AgentConfiguration struct {
 	Announce           []string           `json:"announce,omitempty"`
 	IgnoreExcludeLB    *bool              `json:"ignoreExcludeLB,omitempty"`
 	Membership         *MembershipFile    `json:"membership,omitempty"`
+	BGP                *AgentBGPFile      `json:"bgp,omitempty"`
+}
+
+// AgentBGPFile is the bgp section of AgentConfiguration (the bgp announcer's settings).
+type AgentBGPFile struct {
+	GracefulRestart *metav1.Duration `json:"gracefulRestart,omitempty"`
+	DaemonSet       *string          `json:"daemonSet,omitempty"`
 }
 
 // AgentIPTablesFile is the iptables section of AgentConfiguration.
@@ -135,6 +142,10 @@ func (f *AgentConfiguration) settings() []setting {
 		integer("membership.suspicionMult", "membership-suspicion-mult", m.SuspicionMult)
 		integer("membership.suspicionMaxTimeoutMult", "membership-suspicion-max-timeout-mult", m.SuspicionMaxTimeoutMult)
 		dur("membership.restartHold", "membership-restart-hold", m.RestartHold)
+	}
+	if b := f.BGP; b != nil {
+		dur("bgp.gracefulRestart", "bgp-graceful-restart", b.GracefulRestart)
+		str("bgp.daemonSet", "bgp-daemonset", b.DaemonSet)
 	}
 	return out
 }

@@ -51,6 +51,7 @@ iptables:
   path: /usr/sbin/iptables-nft
   ip6Path: /usr/sbin/ip6tables-nft
 announce: [bgp]
+bgp: {gracefulRestart: 45s, daemonSet: kube-system/portico-agent}
 ignoreExcludeLB: true
 membership:
   enabled: true
@@ -86,6 +87,9 @@ func TestAgentConfigurationFile(t *testing.T) {
 	}
 	if !c.IgnoreExcludeLB {
 		t.Error("ignoreExcludeLB not applied")
+	}
+	if c.BGPGracefulRestart != 45*time.Second || c.BGPDaemonSet != "kube-system/portico-agent" {
+		t.Errorf("bgp keys not applied: %s %q", c.BGPGracefulRestart, c.BGPDaemonSet)
 	}
 	// Keys the file leaves out keep their defaults.
 	if d := DefaultMembership(); m.GossipInterval != d.GossipInterval || m.RejoinInterval != d.RejoinInterval {

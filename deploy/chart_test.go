@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -145,6 +146,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"cleanupOnUninstall a string", with(baseValues(), "agent.cleanupOnUninstall", "no"), "cleanupOnUninstall"},
 		{"restartHold not a duration", with(baseValues(), "agent.membership.restartHold", "15 seconds"), "restartHold"},
 		{"no grace period", with(baseValues(), "agent.terminationGracePeriodSeconds", 0), "terminationGracePeriodSeconds"},
+		{"bgpGracefulRestart in minutes", with(baseValues(), "agent.bgpGracefulRestart", "2m"), "bgpGracefulRestart"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(ch, tc.vals, renderOpts{})
@@ -278,6 +280,19 @@ func TestAgentDaemonSet(t *testing.T) {
 	cfg = agentConfig(t, objs, ds.Spec.Template.Spec.Containers[0].Args)
 	if cfg.Kubeconfig != "" || cfg.Master != "" || cfg.Membership.Enabled || !slices.Equal(cfg.Announcers, []string{"bgp"}) || cfg.ProxyMode != config.ProxyModeNFTables || !cfg.IgnoreExcludeLB {
 		t.Errorf("bgp only, nftables, ignoreExcludeLB: the agent reads %+v", cfg)
+	}
+	if cfg.BGPGracefulRestart != 30*time.Second || cfg.BGPDaemonSet != "kube-system/portico-agent" {
+		t.Errorf("bgp: graceful restart %s, DaemonSet %q; want the chart's default 30s and its own DaemonSet", cfg.BGPGracefulRestart, cfg.BGPDaemonSet)
+	}
+	if role := typed[rbacv1.Role](t, objs, "Role/portico-agent-bgp-restart"); len(role.Rules) != 1 || !slices.Equal(role.Rules[0].ResourceNames, []string{"portico-agent"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("bgp with graceful restart: the agent's Role %+v; want get on its own DaemonSet only", role.Rules)
+	}
+	grOff := mustRender(t, with(with(baseValues(), "agent.announce", []any{"bgp"}), "agent.bgpGracefulRestart", "0s"))
+	if cfg := agentConfig(t, grOff, typed[appsv1.DaemonSet](t, grOff, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args); cfg.BGPGracefulRestart != 0 {
+		t.Errorf("agent.bgpGracefulRestart 0s: the agent reads %s", cfg.BGPGracefulRestart)
+	}
+	if _, ok := grOff["Role/portico-agent-bgp-restart"]; ok {
+		t.Error("agent.bgpGracefulRestart 0s: the agent may still read its DaemonSet")
 	}
 	if cmd := ds.Spec.Template.Spec.Containers[0].Command; !slices.Equal(cmd, []string{"/usr/local/bin/portico-agent-bgp"}) {
 		t.Errorf("with bgp the agent runs %q, want the image's portico-agent-bgp", cmd)

@@ -10,7 +10,13 @@ package nodeproxy
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
@@ -20,13 +26,15 @@ func init() { announcers[config.AnnouncerBGP] = newBGPAnnouncer }
 
 var _ Consumer = (*bgp.Consumer)(nil)
 
-// bgpStopTimeout bounds the graceful BGP shutdown at exit (withdraw, then close the sessions).
+// bgpStopTimeout bounds the graceful BGP shutdown at exit (withdraw, or not for a graceful
+// restart, then close the sessions).
 const bgpStopTimeout = 5 * time.Second
 
 func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), error) {
 	log := d.log.WithName("bgp")
 	c, err := bgp.NewConsumer(ctx, bgp.ConsumerOptions{Log: log, Node: d.cfg.NodeName, Dynamic: d.dyn, Secrets: d.cs,
-		Recorder: d.recorder, Registerer: d.registry, Resync: d.resync})
+		Recorder: d.recorder, Registerer: d.registry, Resync: d.resync, GracefulRestart: d.cfg.BGPGracefulRestart,
+		Deployed: daemonSetDeployed(d.cs, d.cfg.BGPDaemonSet)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -34,11 +42,37 @@ func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), er
 		// ctx has ended by now: the shutdown gets its own deadline.
 		sctx, cancel := context.WithTimeout(context.Background(), bgpStopTimeout)
 		defer cancel()
-		if err := c.Stop(sctx); err != nil {
+		kept, err := c.Stop(sctx)
+		if err != nil {
 			log.Error(err, "Stopping BGP")
+			return
+		}
+		if kept {
+			log.Info("BGP stopped for a restart; the routers keep this node's routes for the graceful restart time", "restartTime", d.cfg.BGPGracefulRestart)
 			return
 		}
 		log.Info("BGP stopped; every prefix withdrawn")
 	}
 	return c, stop, nil
+}
+
+// daemonSetDeployed is the bgp Consumer's Deployed check for --bgp-daemonset ("namespace/name";
+// empty: none): the DaemonSet exists and is not being deleted. Forbidden and Unauthorized count
+// as gone too: helm uninstall deletes the agent's Role and ServiceAccount right after the
+// DaemonSet, before the garbage collector stops the pods.
+func daemonSetDeployed(cs kubernetes.Interface, ref string) func(context.Context) (bool, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context) (bool, error) {
+		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("getting DaemonSet %s: %w", ref, err)
+		}
+		return ds.DeletionTimestamp == nil, nil
+	}
 }

@@ -57,6 +57,10 @@ type Neighbor struct {
 	Password string
 	// BFD turns BFD on for the session: bird ends the session when BFD says the path is down.
 	BFD bool
+	// BFDGraceful (with BFD) has bird treat BFD going down as the neighbour's graceful restart
+	// (bird's "bfd graceful"): it keeps the neighbour's routes, stale, for its restart time
+	// instead of dropping them.
+	BFDGraceful bool
 }
 
 // IPv6 reports whether the session carries IPv6 routes.
@@ -143,7 +147,7 @@ protocol bgp {{.Name}} from nodes {
 	{{- if .Password}}
 	password "{{.Password}}";
 	{{- end}}
-	bfd {{if .BFD}}on{{else}}off{{end}};
+	bfd {{if and .BFD .BFDGraceful}}graceful{{else if .BFD}}on{{else}}off{{end}};
 	{{if .IPv6}}ipv6{{else}}ipv4{{end}} { import all; export none; };
 }
 {{end}}`))
@@ -449,4 +453,12 @@ func ParseBFDSessions(out string) map[netip.Addr]string {
 		}
 	}
 	return states
+}
+
+// GracefulRestartActive reports whether `birdc show protocols all <name>` shows bird keeping a
+// restarting neighbour's routes (graceful restart, RFC 4724): its "Neighbor graceful restart
+// active" line, printed from the session's end until the new session's End-of-RIB or the
+// restart time.
+func GracefulRestartActive(out string) bool {
+	return strings.Contains(out, "Neighbor graceful restart active")
 }

@@ -172,7 +172,11 @@ func startAgent(n *netlab.Node) error {
 	p, err := n.Start(shared.Agent, "--kubeconfig="+shared.Kubeconfig, "--hostname-override="+n.Name,
 		"--iptables-sync-period=30s", "--iptables-min-sync-period=100ms",
 		"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=0.0.0.0:10249",
-		"--cluster-cidr="+strings.Join(cidrs, ","), "--announce=bgp", "-v=1")
+		"--cluster-cidr="+strings.Join(cidrs, ","), "--announce=bgp", "-v=1",
+		// Withdraw at every stop, as "graceful shutdown withdraws before exit" checks; graceful
+		// restart (the default 30s) is nodeproxy/announce/bgp's TestGracefulRestart and the
+		// install suite's TestInstallBGP.
+		"--bgp-graceful-restart=0")
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,9 @@
 // namespaces): PUT /peers and PUT /advertisements take the JSON of []bgp.Peer and
 // []bgp.Advertisement, GET /status returns bgp.Status, GET /metrics the Prometheus metrics.
 // SIGTERM or SIGINT stops the speaker gracefully (withdraw, then Cease) within -stop-timeout
-// and exits 0 after printing "stopped". It prints "ready" once it serves.
+// and exits 0 after printing "stopped"; SIGUSR1 stops it for a restart (Speaker.StopForRestart:
+// no withdrawal, the graceful-restart sessions close without a NOTIFICATION), as portico-agent
+// stops on a node that stays. It prints "ready" once it serves.
 package main
 
 import (
@@ -97,12 +99,16 @@ func run() error {
 	fmt.Println("ready")
 
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	got := <-sig
 	start := time.Now()
 	stopCtx, cancel := context.WithTimeout(ctx, *stopTimeout)
 	defer cancel()
-	err = sp.Stop(stopCtx)
+	stop := sp.Stop
+	if got == syscall.SIGUSR1 {
+		stop = sp.StopForRestart
+	}
+	err = stop(stopCtx)
 	_ = srv.Close()
 	if err != nil {
 		return fmt.Errorf("stopping: %w", err)

@@ -118,7 +118,7 @@ func (s *Speaker) recreatePeer(ctx context.Context, addr netip.Addr) error {
 	if err := s.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: addr.String()}); err != nil {
 		return fmt.Errorf("removing peer %s: %w", addr, err)
 	}
-	if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p)}); err != nil {
+	if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, s.addedRestarting[addr])}); err != nil {
 		delete(s.peers, addr)
 		return fmt.Errorf("adding peer %s again: %w", addr, err)
 	}

@@ -60,6 +60,14 @@ type ConsumerOptions struct {
 	StatusInterval time.Duration
 	// NewSpeaker starts the node's speaker at the first sync with a peer; nil means New.
 	NewSpeaker func(context.Context, Options) (Sessions, error)
+	// GracefulRestart, when not zero, is the BGP graceful restart time (RFC 4724) offered to
+	// every peer (Peer.GracefulRestart): Stop then keeps this node's routes at the routers for
+	// that long (StopForRestart) unless the node is leaving (see Stop).
+	GracefulRestart time.Duration
+	// Deployed, when not nil, tells Stop whether the agent is still deployed (its DaemonSet
+	// exists and is not being deleted): when it is not (an uninstall), Stop withdraws despite
+	// GracefulRestart. An error keeps the routes (the restart time bounds them).
+	Deployed func(ctx context.Context) (bool, error)
 }
 
 // Sessions is what the Consumer needs of a Speaker: the full desired peers and
@@ -69,6 +77,7 @@ type Sessions interface {
 	SetAdvertisements(ctx context.Context, advs []Advertisement) error
 	Status(ctx context.Context) (Status, error)
 	Stop(ctx context.Context) error
+	StopForRestart(ctx context.Context) error
 }
 
 var _ Sessions = (*Speaker)(nil)
@@ -93,6 +102,9 @@ type Consumer struct {
 	lastPool  map[string]*addresspool.BGPSettings
 	written   map[string]v1alpha1.BGPPeerNodeStatus
 	eventSent map[string]string
+	// staying is whether the node, at the last sync, was one that keeps its routes over an
+	// agent restart: eligible (servicerules.NodeEligible) and not cordoned.
+	staying bool
 }
 
 // NewConsumer starts the BGPPeer watch and the status reporter; Stop ends both and the speaker.
@@ -145,6 +157,7 @@ func (c *Consumer) Sync(ctx context.Context, st *tracker.State) error {
 	if st.Node == nil {
 		return nil
 	}
+	c.staying = st.NodeEligible() && !st.Node.Spec.Unschedulable
 	objs, all := c.selectedPeers(st.Node)
 	peers := c.resolvePeers(ctx, objs)
 	if c.speaker == nil {
@@ -261,7 +274,8 @@ func (c *Consumer) toPeer(ctx context.Context, bp *v1alpha1.BGPPeer) (Peer, erro
 	if s.PeerASN < 1 || s.PeerASN > 1<<32-1 || s.MyASN < 1 || s.MyASN > 1<<32-1 {
 		return Peer{}, errors.New("spec.peerASN and spec.myASN: want 1 to 4294967295")
 	}
-	p := Peer{Address: addr, ASN: uint32(s.PeerASN), MyASN: uint32(s.MyASN), Port: uint16(s.Port), EBGPMultihopTTL: uint8(s.EBGPMultihopTTL)}
+	p := Peer{Address: addr, ASN: uint32(s.PeerASN), MyASN: uint32(s.MyASN), Port: uint16(s.Port), EBGPMultihopTTL: uint8(s.EBGPMultihopTTL),
+		GracefulRestart: c.opts.GracefulRestart}
 	if s.HoldTime != nil {
 		p.HoldTime = s.HoldTime.Duration
 	}
@@ -406,18 +420,46 @@ func routerID(n *corev1.Node) netip.Addr {
 	return netip.Addr{}
 }
 
-// Stop withdraws every prefix and closes the sessions (bounded by ctx), then ends the watch
-// and the status reporter.
-func (c *Consumer) Stop(ctx context.Context) error {
+// Stop ends the sessions (bounded by ctx), then the watch and the status reporter. With
+// ConsumerOptions.GracefulRestart on a node that stays (eligible and not cordoned at the last
+// sync), the sessions close for a restart: the routers keep this node's routes for the restart
+// time, so that replacing the agent's pod moves no traffic. Otherwise (graceful restart off, or
+// the node drained, excluded or being deleted: it is likely going away; or the agent no longer
+// deployed, see ConsumerOptions.Deployed) every prefix is withdrawn first. The returned bool reports whether the routes were kept.
+func (c *Consumer) Stop(ctx context.Context) (bool, error) {
 	c.cancel()
 	<-c.done
 	c.secrets.stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.speaker == nil {
-		return nil
+		return false, nil
 	}
-	return c.speaker.Stop(ctx)
+	if c.opts.GracefulRestart > 0 && c.staying && c.deployed(ctx) {
+		return true, c.speaker.StopForRestart(ctx)
+	}
+	return false, c.speaker.Stop(ctx)
+}
+
+// deployedCheckTimeout bounds the Deployed check at Stop.
+const deployedCheckTimeout = time.Second
+
+// deployed runs ConsumerOptions.Deployed, if any; true when it cannot tell.
+func (c *Consumer) deployed(ctx context.Context) bool {
+	if c.opts.Deployed == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, deployedCheckTimeout)
+	defer cancel()
+	ok, err := c.opts.Deployed(ctx)
+	if err != nil {
+		c.opts.Log.Error(err, "Checking whether the agent is still deployed; keeping the routes for a restart")
+		return true
+	}
+	if !ok {
+		c.opts.Log.Info("The agent is no longer deployed (its DaemonSet gone, being deleted or unreadable); withdrawing the routes")
+	}
+	return ok
 }
 
 // reportLoop writes this node's entry of every BGPPeer's status when it changes.

@@ -34,6 +34,8 @@ type fakeSessions struct {
 	peers   []Peer
 	advs    []Advertisement
 	stopped bool
+	// restart is set by StopForRestart (the advertisements stay).
+	restart bool
 }
 
 func (f *fakeSessions) SetPeers(_ context.Context, peers []Peer) error {
@@ -70,6 +72,13 @@ func (f *fakeSessions) Stop(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stopped, f.advs = true, nil
+	return nil
+}
+
+func (f *fakeSessions) StopForRestart(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped, f.restart = true, true
 	return nil
 }
 
@@ -235,7 +244,7 @@ func (w *world) consumer(me string) *Consumer {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	w.t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	w.t.Cleanup(func() { _, _ = c.Stop(context.Background()) })
 	return c
 }
 
@@ -546,11 +555,12 @@ func TestConsumerStopWithdraws(t *testing.T) {
 	c := w.consumer("node1")
 	w.sync(c, "node1")
 	wantAdverts(t, w.sessions, "198.18.10.1/32>198.19.0.1")
-	if err := c.Stop(context.Background()); err != nil {
+	kept, err := c.Stop(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !w.sessions.stopped {
-		t.Error("Stop did not stop the speaker (the graceful withdraw)")
+	if !w.sessions.stopped || w.sessions.restart || kept {
+		t.Errorf("Stop: speaker stopped %v, for a restart %v, kept %v; want the graceful withdraw", w.sessions.stopped, w.sessions.restart, kept)
 	}
 }
 
@@ -565,9 +575,52 @@ func TestConsumerNoPeerNoSpeaker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Stop(context.Background()) }()
+	defer func() { _, _ = c.Stop(context.Background()) }()
 	w.sync(c, "node1")
 	if started {
 		t.Error("a speaker was started without any BGPPeer")
+	}
+}
+
+func TestConsumerStopForRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		gr       time.Duration
+		node     func(*corev1.Node)
+		deployed func(context.Context) (bool, error)
+		wantKept bool
+	}{
+		{"graceful restart, node stays", 30 * time.Second, func(*corev1.Node) {}, nil, true},
+		{"graceful restart off", 0, func(*corev1.Node) {}, nil, false},
+		{"node cordoned", 30 * time.Second, func(n *corev1.Node) { n.Spec.Unschedulable = true }, nil, false},
+		{"node excluded", 30 * time.Second, func(n *corev1.Node) { n.Labels[servicerules.ExcludeFromLBLabel] = "true" }, nil, false},
+		{"still deployed", 30 * time.Second, func(*corev1.Node) {}, func(context.Context) (bool, error) { return true, nil }, true},
+		{"uninstalled", 30 * time.Second, func(*corev1.Node) {}, func(context.Context) (bool, error) { return false, nil }, false},
+		{"cannot tell", 30 * time.Second, func(*corev1.Node) {}, func(context.Context) (bool, error) { return false, errors.New("apiserver down") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.node("node1", tc.node)
+			w.peer("r1", "198.19.0.1", nil)
+			w.pool("bgp", &v1alpha1.BGPAnnounce{}, "198.18.10.0/24")
+			w.service("web", false, "198.18.10.1")
+			c, err := NewConsumer(context.Background(), ConsumerOptions{Log: logr.Discard(), Node: "node1", Dynamic: w.dyn, Secrets: w.cs,
+				StatusInterval: time.Hour, GracefulRestart: tc.gr, Deployed: tc.deployed,
+				NewSpeaker: func(context.Context, Options) (Sessions, error) { return w.sessions, nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.sync(c, "node1")
+			if p, ok := w.sessions.peerConfig("198.19.0.1"); !ok || p.GracefulRestart != tc.gr {
+				t.Errorf("peer handed to the speaker: %+v (found %v); want gracefulRestart %s", p, ok, tc.gr)
+			}
+			kept, err := c.Stop(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kept != tc.wantKept || w.sessions.restart != tc.wantKept || !w.sessions.stopped {
+				t.Errorf("Stop: kept %v, speaker stopped %v, for a restart %v; want kept %v", kept, w.sessions.stopped, w.sessions.restart, tc.wantKept)
+			}
+		})
 	}
 }

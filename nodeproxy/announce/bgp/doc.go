@@ -61,6 +61,18 @@
 // routers have been told; the lab test checks the router holds no route of the node right after
 // the speaker process exits.
 //
+// StopForRestart(ctx) is the stop for a restart of this process with BGP graceful restart
+// (RFC 4724, Peer.GracefulRestart): it withdraws nothing and closes the sessions that negotiated
+// graceful restart without a NOTIFICATION (GoBGP's StopBgp with AllowGracefulRestart), so a
+// helping router keeps the routes, stale, for the restart time. The peers a new speaker adds in
+// its first SetPeers say in their OPEN that it restarted with forwarding kept (Restart State
+// and Forwarding State bits), so the router keeps the stale routes until this speaker has sent
+// its own and End-of-RIB; GoBGP holds them back until the peers' End-of-RIB, at most 10 s (the
+// selection deferral). bird 2.0.12 ends a graceful restart when the peer's BFD session goes
+// down (unless configured "bfd graceful"), so with BFD the routes go at BFD's detection time
+// all the same (TestGracefulRestart). The Consumer stops for a restart only on a node that
+// stays (eligible, not cordoned) while the agent is still deployed (ConsumerOptions.Deployed).
+//
 // # Status and metrics
 //
 // Status reports per peer the session state (RFC 4271 names), the BFD state (Disabled without

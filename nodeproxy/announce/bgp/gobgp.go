@@ -13,8 +13,16 @@ import (
 // This file turns the package's declarative types into GoBGP API values. It is pure: nothing
 // here talks to a server.
 
+// grDeferral bounds how long a restarted speaker holds its routes back while it waits for the
+// End-of-RIB of every graceful-restart peer (RFC 4724 4.1, the Selection_Deferral_Timer):
+// GoBGP's default, 360 s, would hide every route for 6 minutes when one peer is down.
+const grDeferral = 10 * time.Second
+
 // apiPeer is the GoBGP neighbour configuration of p: one address family, the peer's own.
-func apiPeer(p Peer) *api.Peer {
+// restarting marks a peer added right after this process started: with graceful restart, its
+// OPEN says so (Restart State and Forwarding State bits), so that a helping router keeps this
+// node's stale routes until they are sent again instead of dropping them on the new OPEN.
+func apiPeer(p Peer, restarting bool) *api.Peer {
 	family := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
 	if p.Address.Is6() {
 		family.Afi = api.Family_AFI_IP6
@@ -42,6 +50,15 @@ func apiPeer(p Peer) *api.Peer {
 	}
 	if p.EBGPMultihopTTL > 0 {
 		ap.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(p.EBGPMultihopTTL)}
+	}
+	if p.GracefulRestart > 0 {
+		ap.GracefulRestart = &api.GracefulRestart{
+			Enabled:         true,
+			RestartTime:     uint32(seconds(p.GracefulRestart)),
+			DeferralTime:    uint32(seconds(grDeferral)),
+			LocalRestarting: restarting,
+		}
+		ap.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
 	}
 	if b := p.BFD; b != nil {
 		ap.Bfd = &api.BfdPeerConfig{

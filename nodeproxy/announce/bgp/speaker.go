@@ -53,6 +53,11 @@ type Speaker struct {
 	paths    map[netip.Prefix]*apiutil.Path
 	exported map[netip.Addr]map[netip.Prefix]bool // each peer's export prefix set (export.go)
 	stopped  bool
+	// restarting is true until the first SetPeers returns: peers added until then announce in
+	// their OPEN that this speaker has just restarted (see apiPeer).
+	restarting bool
+	// addedRestarting holds the peers added while restarting (the BFD guard re-adds them so).
+	addedRestarting map[netip.Addr]bool
 
 	stopGuard context.CancelFunc // ends guardBFD (bfdguard.go)
 }
@@ -78,10 +83,12 @@ func New(ctx context.Context, opts Options) (*Speaker, error) {
 			Name: metricsPrefix + "peer_recreations_total",
 			Help: "Peers deleted and re-added because their BFD session went down while the BGP session was not established (a stale GoBGP reset).",
 		}),
-		peers:    map[netip.Addr]Peer{},
-		advs:     map[netip.Prefix]Advertisement{},
-		paths:    map[netip.Prefix]*apiutil.Path{},
-		exported: map[netip.Addr]map[netip.Prefix]bool{},
+		peers:           map[netip.Addr]Peer{},
+		advs:            map[netip.Prefix]Advertisement{},
+		paths:           map[netip.Prefix]*apiutil.Path{},
+		exported:        map[netip.Addr]map[netip.Prefix]bool{},
+		restarting:      true,
+		addedRestarting: map[netip.Addr]bool{},
 	}
 	level := &slog.LevelVar{}
 	level.Set(slog.LevelInfo)
@@ -164,6 +171,8 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 	for _, p := range peers {
 		want[p.Address] = p
 	}
+	restarting := s.restarting
+	s.restarting = false
 	var errs []error
 	for _, addr := range slices.SortedFunc(maps.Keys(s.peers), netip.Addr.Compare) {
 		if p, ok := want[addr]; ok && p.equal(s.peers[addr]) {
@@ -192,12 +201,14 @@ func (s *Speaker) SetPeers(ctx context.Context, peers []Peer) error {
 				continue
 			}
 		}
-		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(want[addr])}); err != nil {
+		if err := s.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(want[addr], restarting)}); err != nil {
 			errs = append(errs, fmt.Errorf("adding peer %s: %w", addr, err))
 			continue
 		}
 		s.peers[addr] = want[addr]
-		s.log.Info("BGP peer added", "peer", addr, "asn", want[addr].ASN, "bfd", want[addr].BFD != nil)
+		s.addedRestarting[addr] = restarting
+		s.log.Info("BGP peer added", "peer", addr, "asn", want[addr].ASN, "bfd", want[addr].BFD != nil,
+			"gracefulRestart", want[addr].GracefulRestart)
 	}
 	return errors.Join(errs...)
 }
@@ -321,6 +332,38 @@ func (s *Speaker) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("closing BGP sessions: %w", ctx.Err()))
 	}
 	return errors.Join(errs...)
+}
+
+// StopForRestart shuts the speaker down for a restart of this process, keeping this node's
+// routes at the routers: it withdraws nothing and closes the session of every peer that
+// negotiated graceful restart (Peer.GracefulRestart, RFC 4724) without a NOTIFICATION, so that
+// the router keeps the routes, marked stale, for the restart time while a new speaker takes
+// over. Peers without graceful restart get the Cease of Stop (their router drops the routes).
+// A router that runs BFD with this node may still drop them when BFD times out (see doc.go).
+// ctx bounds the shutdown as in Stop.
+func (s *Speaker) StopForRestart(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil
+	}
+	s.stopped = true
+	s.stopGuard()
+	done := make(chan error, 1)
+	go func() {
+		// Not srv.Stop, which would log a failed second StopBgp: the BFD endpoint's socket is
+		// left to the process's exit (StopBgp has ended every BFD session with its peer).
+		done <- s.srv.StopBgp(context.WithoutCancel(ctx), &api.StopBgpRequest{AllowGracefulRestart: true})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("closing BGP sessions for a restart: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("closing BGP sessions for a restart: %w", ctx.Err())
+	}
 }
 
 // sentUpdates returns, for each established peer that has prefixes advertised to it, how many

@@ -37,6 +37,11 @@ type Peer struct {
 	BFD *BFD
 	// EBGPMultihopTTL, when not zero, allows an eBGP peer that many hops away.
 	EBGPMultihopTTL uint8
+	// GracefulRestart, when not zero, offers BGP graceful restart (RFC 4724) with this restart
+	// time (whole seconds, at most 4095): a peer that helps keeps this node's routes (marked
+	// stale) for that long after the session ends without a NOTIFICATION, which is how
+	// StopForRestart ends it, and drops them once the next session has sent End-of-RIB.
+	GracefulRestart time.Duration
 }
 
 // BFD holds a peer's BFD timers. Zero fields take GoBGP's defaults (1 s, 1 s, 3).
@@ -54,6 +59,8 @@ const (
 	DefaultHoldTime     = 90 * time.Second
 	DefaultConnectRetry = 5 * time.Second
 	minHoldTime         = 3 * time.Second
+	// MaxGracefulRestart is the longest restart time the capability's 12-bit field holds.
+	MaxGracefulRestart = 4095 * time.Second
 )
 
 // LargeCommunity is a BGP large community (RFC 8092), written ASN:Data1:Data2.
@@ -158,6 +165,9 @@ func (p Peer) validate() error {
 		if p.EBGPMultihopTTL > 1 {
 			errs = append(errs, errors.New("bfd: GoBGP's BFD is single-hop only; not with ebgpMultihopTTL"))
 		}
+	}
+	if p.GracefulRestart < 0 || p.GracefulRestart > MaxGracefulRestart || p.GracefulRestart%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("gracefulRestart %s: want 0 (off) or whole seconds up to %s", p.GracefulRestart, MaxGracefulRestart))
 	}
 	if p.EBGPMultihopTTL > 0 && p.ASN == p.MyASN {
 		errs = append(errs, errors.New("ebgpMultihopTTL: only for eBGP peers (asn differs from myASN)"))

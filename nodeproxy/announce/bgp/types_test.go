@@ -130,7 +130,7 @@ func TestAPIPeer(t *testing.T) {
 	p := apiPeer(Peer{
 		Address: netip.MustParseAddr("fd00:c613::1"), ASN: 64512, MyASN: 64513, Password: "pw",
 		HoldTime: 9 * time.Second, BFD: &BFD{ReceiveInterval: 100 * time.Millisecond, TransmitInterval: 200 * time.Millisecond, Multiplier: 3},
-	})
+	}, false)
 	if p.Conf.NeighborAddress != "fd00:c613::1" || p.Conf.PeerAsn != 64512 || p.Conf.LocalAsn != 64513 || p.Conf.AuthPassword != "pw" {
 		t.Errorf("conf %+v", p.Conf)
 	}
@@ -148,6 +148,29 @@ func TestAPIPeer(t *testing.T) {
 	}
 	if p.EbgpMultihop != nil {
 		t.Errorf("multihop set without a TTL: %+v", p.EbgpMultihop)
+	}
+	if p.GracefulRestart != nil || p.AfiSafis[0].MpGracefulRestart != nil {
+		t.Errorf("graceful restart set without a restart time: %+v", p.GracefulRestart)
+	}
+}
+
+func TestAPIPeerGracefulRestart(t *testing.T) {
+	for _, restarting := range []bool{false, true} {
+		p := apiPeer(Peer{Address: netip.MustParseAddr("198.19.0.1"), ASN: 64512, MyASN: 64513, GracefulRestart: 30 * time.Second}, restarting)
+		gr := p.GracefulRestart
+		if gr == nil || !gr.Enabled || gr.RestartTime != 30 || gr.DeferralTime != 10 || gr.LocalRestarting != restarting || gr.HelperOnly {
+			t.Errorf("restarting %v: graceful restart %+v; want enabled, 30 s, deferral 10 s", restarting, gr)
+		}
+		if m := p.AfiSafis[0].MpGracefulRestart; m == nil || !m.Config.Enabled {
+			t.Errorf("restarting %v: IPv4 unicast without graceful restart: %+v", restarting, m)
+		}
+	}
+	bad := Peer{Address: netip.MustParseAddr("198.19.0.1"), ASN: 64512, MyASN: 64513}
+	for _, d := range []time.Duration{-time.Second, 1500 * time.Millisecond, MaxGracefulRestart + time.Second} {
+		bad.GracefulRestart = d
+		if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "gracefulRestart") {
+			t.Errorf("gracefulRestart %s: validate = %v; want an error naming it", d, err)
+		}
 	}
 }
 

@@ -36,6 +36,11 @@ membership:
   secretFile: /etc/portico/membership/secret
   restartHold: {{ $a.membership.restartHold }}
 {{- end }}
+{{- if has "bgp" $a.announce }}
+bgp:
+  gracefulRestart: {{ $a.bgpGracefulRestart }}
+  daemonSet: {{ .Release.Namespace }}/portico-agent
+{{- end }}
 {{- end -}}
 
 {{/* portico-agent's kubeconfig when agent.apiServer is set: the API server at that address,

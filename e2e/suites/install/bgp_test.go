@@ -1,0 +1,201 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/portico-lb/portico/e2e/framework/install"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
+	"github.com/portico-lb/portico/e2e/framework/nodes"
+	"github.com/portico-lb/portico/e2e/framework/router"
+	"github.com/portico-lb/portico/e2e/framework/services"
+	"github.com/portico-lb/portico/e2e/framework/traffic"
+	"github.com/portico-lb/portico/e2e/framework/wait"
+)
+
+const (
+	// bgpPool is the BGP AddressPool's addresses (the range test clusters keep for load
+	// balancers); the client behind the router reaches them through it.
+	bgpPool = "198.18.226.0/28"
+	// The router's and the nodes' AS numbers.
+	bgpRouterASN = 64512
+	bgpNodeASN   = 64513
+)
+
+// TestInstallBGP is the install story with BGP: helm install on a cluster without kube-proxy,
+// the agents announcing the pool to a bird2 router (graceful restart helper, its default), a
+// LoadBalancer Service reached from a client behind the router (ECMP over the three nodes),
+// helm upgrade under traffic (the agents restart with BGP graceful restart: the router keeps
+// every node's route throughout), helm uninstall leaving no rules and no route at the router.
+func TestInstallBGP(t *testing.T) {
+	c := nodes.New(t, nodes.Options{Nodes: 3, DNS: true, Router: true})
+	ctx := t.Context()
+	cs := c.Client()
+	t.Logf("cluster of %d nodes with CoreDNS started in %s", len(c.Nodes), c.Started.Round(time.Millisecond))
+
+	// The router: bird peering with every node (no BFD: see the README on BFD and graceful
+	// restart), spreading flows over the nodes by port, and a client behind it.
+	rh := c.Lab.Router()
+	var neighbors []router.Neighbor
+	var nodeHosts []*netlab.Host
+	var nodeAddrs []netip.Addr
+	for _, n := range c.Nodes {
+		neighbors = append(neighbors, router.Neighbor{Name: n.Name, Addr: n.Lab.Addr, ASN: bgpNodeASN})
+		nodeHosts, nodeAddrs = append(nodeHosts, &n.Lab.Host), append(nodeAddrs, n.Lab.Addr)
+	}
+	slices.SortFunc(nodeAddrs, netip.Addr.Compare)
+	bird, err := router.Start(ctx, rh, t.TempDir(), router.Config{ASN: bgpRouterASN, Neighbors: neighbors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rh.Exec(ctx, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
+		t.Fatal(err)
+	}
+	outside, err := router.AddOutside(ctx, c.Lab, rh, netip.MustParsePrefix(bgpPool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outside.RouteBack(ctx, nodeHosts...); err != nil {
+		t.Fatal(err)
+	}
+
+	tag, err := install.DefaultTag(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := install.BuildImages(ctx, tag, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+
+	// The workload: three echo pods behind a LoadBalancer Service.
+	wait.For(t, time.Minute, "the default ServiceAccount", func() error {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, c.EchoDeployment(3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svcs := services.Helper{TB: t, CS: cs, Namespace: "default", Timeout: 3 * time.Minute}
+	svcs.Create(svcs.LoadBalancer("echo", services.WithClass(install.DefaultClass), func(s *corev1.Service) {
+		s.Spec.Selector = map[string]string{"app": "echo"}
+		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: nodes.EchoPort, TargetPort: intstr.FromInt32(nodes.EchoPort), Protocol: corev1.ProtocolTCP}}
+	}))
+
+	begin := time.Now()
+	vals := map[string]any{
+		"bgpPeers": []any{map[string]any{"name": "router", "spec": map[string]any{
+			"peerAddress": rh.Addr.String(), "peerASN": bgpRouterASN, "myASN": bgpNodeASN,
+		}}},
+	}
+	// PORTICO_INSTALL_BGP_GR overrides agent.bgpGracefulRestart, e.g. 0s to see what the
+	// upgrade does without graceful restart (the route assertions then fail).
+	if gr := os.Getenv("PORTICO_INSTALL_BGP_GR"); gr != "" {
+		vals["agent"] = map[string]any{"bgpGracefulRestart": gr}
+		t.Logf("agent.bgpGracefulRestart: %s (PORTICO_INSTALL_BGP_GR)", gr)
+	}
+	r := install.Must(t, c, install.Options{Tag: tag, Announce: []string{"bgp"}, Pool: netip.MustParsePrefix(bgpPool), Values: vals})
+	t.Logf("helm install to release ready: %s", time.Since(begin).Round(time.Millisecond))
+
+	svc := svcs.Wait("echo", "an ingress IP from the pool", func(s *corev1.Service) string {
+		if len(s.Status.LoadBalancer.Ingress) != 1 {
+			return fmt.Sprintf("ingress %+v", s.Status.LoadBalancer.Ingress)
+		}
+		return ""
+	})
+	vip := netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
+	prefix := netip.PrefixFrom(vip, 32)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	if out, err := bird.WaitNextHops(rctx, prefix, nodeAddrs); err != nil {
+		cancel()
+		t.Fatalf("the router's routes for %s: want every node %v: %v\n%s", vip, nodeAddrs, err, out)
+	}
+	cancel()
+	target := netip.AddrPortFrom(vip, nodes.EchoPort)
+	var reply netlab.Reply
+	err = wait.Poll(ctx, 100*time.Millisecond, time.Minute, "the client behind the router served through "+target.String(), func(ctx context.Context) error {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		var err error
+		reply, err = outside.Request(rctx, "tcp", target)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("install to the first request served from behind the router through %s (answered by %s): %s", vip, reply.Server, time.Since(begin).Round(time.Millisecond))
+
+	t.Run("upgrade under traffic", func(t *testing.T) {
+		next := tag + "-next"
+		// The new images first (built once per source version), so that the upgrade's time
+		// is the import, helm upgrade and the rollout.
+		if _, err := install.BuildImages(ctx, next, t.Logf); err != nil {
+			t.Fatal(err)
+		}
+		load := traffic.Start(t, &outside.Host, target, traffic.Options{Held: 4})
+		load.WaitRounds(t, 5, "traffic flowing before the upgrade")
+		watch := router.WatchNextHops(bird, prefix, nodeAddrs, 20*time.Millisecond)
+		upgraded := time.Now()
+		if err := r.Upgrade(ctx, next, nil); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(upgraded)
+		load.WaitRounds(t, 5, "traffic flowing after the upgrade")
+		polls, gaps := watch.Stop()
+		res := load.Stop()
+		t.Logf("helm upgrade to %s (images imported on every node, every agent and controller replaced and Ready): %s", next, took.Round(time.Millisecond))
+		t.Logf("during the upgrade: %d requests on new connections (%d failed, longest failed window %s), %d on held connections, %d held connections reset; the router's routes polled %d times, %d times not every node",
+			res.NewRequests, res.FailedNew, res.LongestFailure, res.OnHeld, len(res.Resets), polls, len(gaps))
+		for _, r := range res.Resets {
+			t.Logf("reset in the upgrade: %s", r)
+		}
+		if len(res.Failed) > 0 {
+			t.Errorf("%d requests on new connections failed during the upgrade, e.g. %s", len(res.Failed), strings.Join(res.Failed[:min(5, len(res.Failed))], "; "))
+		}
+		if len(gaps) > 0 {
+			t.Errorf("the router lost a node's route during the upgrade (graceful restart should keep it): %s", strings.Join(gaps[:min(5, len(gaps))], "; "))
+		}
+		if polls < int(took/(200*time.Millisecond)) {
+			t.Errorf("the route watch polled only %d times in %s (starved?)", polls, took)
+		}
+		after := svcs.Get("echo")
+		if got := after.Status.LoadBalancer.Ingress; len(got) != 1 || got[0].IP != vip.String() {
+			t.Errorf("the VIP changed in the upgrade: ingress %+v, was %s", got, vip)
+		}
+	})
+
+	t.Run("uninstall leaves nothing", func(t *testing.T) {
+		// The Service stays: the uninstall itself must take the route away.
+		uninstalled := time.Now()
+		if err := r.Uninstall(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Gone(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("helm uninstall (objects and pods gone, cleanup hook done): %s", time.Since(uninstalled).Round(time.Millisecond))
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if out, err := bird.WaitNextHops(rctx, prefix, nil); err != nil {
+			t.Errorf("the router still routes %s after uninstall: %v\n%s", vip, err, out)
+		} else {
+			t.Logf("the router (bird and kernel) has no route for %s %s after the uninstall began", vip, time.Since(uninstalled).Round(time.Millisecond))
+		}
+		for _, n := range c.Nodes {
+			if left := portico(t, n); len(left) > 0 {
+				t.Errorf("%s: left behind after uninstall:\n%s", n.Name, strings.Join(left, "\n"))
+			}
+		}
+		leftovers(t, c, r)
+		svcs.Delete("echo")
+	})
+}
