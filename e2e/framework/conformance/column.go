@@ -141,6 +141,9 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 	if col.LoadBalancersOnly {
 		focus = o.Selection.LoadBalancers
 	}
+	if col.IPv6 {
+		focus = "(" + focus + ")|(" + DualStackFocus + ")"
+	}
 	o.Logf("conformance: %s: cluster and installs ready after %s; running %s", col.Name, res.Setup.Round(time.Second), o.Selection.Name)
 	res.Specs, res.Took, res.Err = Run(ctx, RunOptions{
 		Binaries:   o.Binaries,

@@ -62,9 +62,15 @@ var (
 	}
 )
 
+// DualStackFocus selects upstream's dual-stack specs (test/e2e/network/dual_stack.go), which
+// every selection runs in the IPv6 columns besides its own: the cluster there is dual-stack,
+// and they check both families (Services of either family and both, pods and nodes with two
+// addresses, traffic to each family's ClusterIP, NodePort and endpoints).
+const DualStackFocus = `\[sig-network\] \[Feature:IPv6DualStack\] `
+
 // check compiles the patterns (for tests).
 func (s Selection) check() error {
-	for _, p := range []string{s.Focus, s.LoadBalancers, s.Skip()} {
+	for _, p := range []string{s.Focus, s.LoadBalancers, s.Skip(), "(" + s.Focus + ")|(" + DualStackFocus + ")"} {
 		if _, err := regexp.Compile(p); err != nil {
 			return err
 		}

@@ -114,8 +114,12 @@ func run(columns, selection string, procs, concurrent int, timeout time.Duration
 		sel.Name, procs, max(concurrent, 1), time.Since(begin).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
 	var all string
 	err = writeTables(results, readme, func(ipv6 bool, table string) string {
-		all += summary + table
-		return summary + table
+		t := summary + table
+		if ipv6 {
+			t = "IPv6-first dual-stack clusters (the specs run over IPv6) and upstream's dual-stack specs; " + t
+		}
+		all += t
+		return t
 	})
 	fmt.Print(all)
 	if werr := os.WriteFile(filepath.Join(out, "table.md"), []byte(all), 0o644); werr != nil {
@@ -168,11 +172,11 @@ func render(from, selection, readme string) error {
 		results = append(results, r)
 	}
 	return writeTables(results, readme, func(ipv6 bool, table string) string {
-		family := "IPv4"
+		family := "IPv4 clusters"
 		if ipv6 {
-			family = "IPv6-first dual-stack"
+			family = "IPv6-first dual-stack clusters (the specs run over IPv6) with upstream's dual-stack specs"
 		}
-		t := fmt.Sprintf("%s selection, %s clusters; each column ran on its own cluster, as its own process (`-from`).\n\n", selection, family) + table
+		t := fmt.Sprintf("%s selection, %s; each column ran on its own cluster, as its own process (`-from`).\n\n", selection, family) + table
 		fmt.Print(t)
 		return t
 	})
