@@ -153,7 +153,7 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 		Dir:        filepath.Join(o.Dir, strings.ReplaceAll(col.Name, " ", "-")),
 		Procs:      o.Procs,
 		Focus:      focus,
-		Skip:       o.Selection.Skip(),
+		Skip:       o.Selection.SkipFor(col.IPv6),
 		Timeout:    o.Selection.Timeout,
 	})
 	// Kept beside the report for rendering the table later (the tool's -from).

@@ -3,6 +3,7 @@ package conformance
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,11 @@ func TestSkipListDocumented(t *testing.T) {
 	for _, s := range []Selection{Full, Fast} {
 		if err := s.check(); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
+		}
+		// The IPv6-only entry skips its spec in the IPv6 columns only.
+		spec := "[sig-network] LoadBalancers ExternalTrafficPolicy: Local [Feature:LoadBalancer] [Slow] should work from pods"
+		if regexp.MustCompile(s.Skip()).MatchString(spec) || !regexp.MustCompile(s.SkipFor(true)).MatchString(spec) {
+			t.Errorf("%s: the IPv4 skip %q or the IPv6 skip %q is wrong for %q", s.Name, s.Skip(), s.SkipFor(true), spec)
 		}
 	}
 }
