@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/portico-lb/portico/e2e/framework/nodes"
 )
 
@@ -24,6 +26,18 @@ type Column struct {
 	BGP bool
 	// LoadBalancersOnly runs only the selection's LoadBalancers specs (Selection.LoadBalancers).
 	LoadBalancersOnly bool
+	// IPv6 runs the column on a dual-stack cluster whose primary family is IPv6
+	// (nodes.DualStackIPv6): e2e.test takes the family of its Services from the kubernetes
+	// Service's ClusterIP, so every spec runs over IPv6; the pool has Pool6 besides Pool.
+	IPv6 bool
+}
+
+// Families are the IP families of the column's cluster, the primary first.
+func (c Column) Families() []corev1.IPFamily {
+	if c.IPv6 {
+		return nodes.DualStackIPv6
+	}
+	return nodes.IPv4Only
 }
 
 // The columns of the comparison.
@@ -35,11 +49,15 @@ var (
 	PorticoBGPColumn = Column{Name: "Portico BGP+ECMP", Short: "portico-bgp", BGP: true, LoadBalancersOnly: true}
 	IPTablesColumn   = Column{Name: "kube-proxy iptables", Short: "iptables", KubeProxy: IPTables}
 	NFTablesColumn   = Column{Name: "kube-proxy nftables", Short: "nftables", KubeProxy: NFTables}
-	Columns          = []Column{PorticoColumn, PorticoBGPColumn, IPTablesColumn, NFTablesColumn}
+	// The IPv6 columns: the same proxies on an IPv6-first dual-stack cluster.
+	PorticoIPv6Column  = Column{Name: "Portico IPv6", Short: "portico-ipv6", IPv6: true}
+	IPTablesIPv6Column = Column{Name: "kube-proxy iptables IPv6", Short: "iptables-ipv6", KubeProxy: IPTables, IPv6: true}
+	NFTablesIPv6Column = Column{Name: "kube-proxy nftables IPv6", Short: "nftables-ipv6", KubeProxy: NFTables, IPv6: true}
+	Columns            = []Column{PorticoColumn, PorticoBGPColumn, IPTablesColumn, NFTablesColumn, PorticoIPv6Column, IPTablesIPv6Column, NFTablesIPv6Column}
 )
 
 // ColumnByName finds a column by its Name or its Short name: portico, portico-bgp, iptables,
-// nftables.
+// nftables, portico-ipv6, iptables-ipv6, nftables-ipv6.
 func ColumnByName(name string) (Column, error) {
 	var shorts []string
 	for _, c := range Columns {
@@ -73,14 +91,14 @@ type ColumnOptions struct {
 	Logf    func(string, ...any)
 }
 
-// RunColumn starts a cluster of real kubelets (ClusterNodes nodes, CoreDNS, the lab's router
-// for the tester), imports the images, installs the column's service proxy, adds the tester
+// RunColumn starts a cluster of real kubelets (ClusterNodes nodes in the column's families,
+// CoreDNS, the lab's router for the tester), imports the images, installs the column's service proxy, adds the tester
 // and runs the selection; the cluster is closed before it returns. Each column gets a fresh
 // cluster, so that no proxy's leftovers meet the next one.
 func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 	res := ColumnResult{Column: col}
 	begin := time.Now()
-	c, err := nodes.Start(ctx, nodes.Options{Nodes: ClusterNodes, DNS: true, Router: true, Logf: o.Logf})
+	c, err := nodes.Start(ctx, nodes.Options{Nodes: ClusterNodes, DNS: true, Router: true, IPFamilies: col.Families(), Logf: o.Logf})
 	if c != nil {
 		defer func() {
 			if err := c.Close(); err != nil {
@@ -123,6 +141,9 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 	if col.LoadBalancersOnly {
 		focus = o.Selection.LoadBalancers
 	}
+	if col.IPv6 {
+		focus = "(" + focus + ")|(" + DualStackFocus + ")"
+	}
 	o.Logf("conformance: %s: cluster and installs ready after %s; running %s", col.Name, res.Setup.Round(time.Second), o.Selection.Name)
 	res.Specs, res.Took, res.Err = Run(ctx, RunOptions{
 		Binaries:   o.Binaries,
@@ -132,7 +153,7 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 		Dir:        filepath.Join(o.Dir, strings.ReplaceAll(col.Name, " ", "-")),
 		Procs:      o.Procs,
 		Focus:      focus,
-		Skip:       o.Selection.Skip(),
+		Skip:       o.Selection.SkipFor(col.IPv6),
 		Timeout:    o.Selection.Timeout,
 	})
 	// Kept beside the report for rendering the table later (the tool's -from).

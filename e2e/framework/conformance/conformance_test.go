@@ -3,6 +3,7 @@ package conformance
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,11 @@ func TestSkipListDocumented(t *testing.T) {
 	for _, s := range []Selection{Full, Fast} {
 		if err := s.check(); err != nil {
 			t.Errorf("%s: %v", s.Name, err)
+		}
+		// The IPv6-only entry skips its spec in the IPv6 columns only.
+		spec := "[sig-network] LoadBalancers ExternalTrafficPolicy: Local [Feature:LoadBalancer] [Slow] should work from pods"
+		if regexp.MustCompile(s.Skip()).MatchString(spec) || !regexp.MustCompile(s.SkipFor(true)).MatchString(spec) {
+			t.Errorf("%s: the IPv4 skip %q or the IPv6 skip %q is wrong for %q", s.Name, s.Skip(), s.SkipFor(true), spec)
 		}
 	}
 }
@@ -73,20 +79,53 @@ func TestReadReport(t *testing.T) {
 
 func TestWriteBetweenMarkers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "README.md")
-	if err := os.WriteFile(path, []byte("a\n"+BeginMarker+"\nold\n"+EndMarker+"\nb\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("a\n"+BeginMarker+"\nold\n"+EndMarker+"\nb\n"+BeginMarker6+"\nold6\n"+EndMarker6+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteBetweenMarkers(path, "new\n"); err != nil {
+	if err := WriteBetweenMarkers(path, false, "new\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBetweenMarkers(path, true, "new6\n"); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	if want := "a\n" + BeginMarker + "\nnew\n" + EndMarker + "\nb\n"; string(b) != want {
+	if want := "a\n" + BeginMarker + "\nnew\n" + EndMarker + "\nb\n" + BeginMarker6 + "\nnew6\n" + EndMarker6 + "\n"; string(b) != want {
 		t.Errorf("got %q, want %q", b, want)
 	}
 	if err := os.WriteFile(path, []byte("no markers"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteBetweenMarkers(path, "x"); err == nil {
+	if err := WriteBetweenMarkers(path, false, "x"); err == nil {
 		t.Error("no error without markers")
+	}
+}
+
+// TestColumns: every column is found by its short name, the IPv6 ones run on an IPv6-first
+// cluster, and ByFamily splits results by family in order.
+func TestColumns(t *testing.T) {
+	var results []ColumnResult
+	for _, c := range Columns {
+		got, err := ColumnByName(c.Short)
+		if err != nil || got != c {
+			t.Errorf("ColumnByName(%q) = %+v, %v", c.Short, got, err)
+		}
+		if fams := c.Families(); (fams[0] == "IPv6") != c.IPv6 {
+			t.Errorf("%s: families %v", c.Name, fams)
+		}
+		results = append(results, ColumnResult{Column: c})
+	}
+	v4, v6 := ByFamily(results)
+	var names4, names6 []string
+	for _, r := range v4 {
+		names4 = append(names4, r.Column.Short)
+	}
+	for _, r := range v6 {
+		names6 = append(names6, r.Column.Short)
+	}
+	if got := strings.Join(names4, ","); got != "portico,portico-bgp,iptables,nftables" {
+		t.Errorf("IPv4 columns %s", got)
+	}
+	if got := strings.Join(names6, ","); got != "portico-ipv6,iptables-ipv6,nftables-ipv6" {
+		t.Errorf("IPv6 columns %s", got)
 	}
 }

@@ -25,7 +25,8 @@ const (
 // the router's bird2 (StartRouterBGP), which routes each VIP by ECMP via the nodes that
 // announce it. In a kube-proxy column kube-proxy is installed first (the controller reaches
 // the apiserver through the kubernetes ClusterIP it programs), the chart without the agent
-// and Pool without announcement, and the router reaches Pool by ECMP via every node.
+// and Pool without announcement, and the router reaches Pool by ECMP via every node. On a
+// dual-stack cluster the pool also has Pool6 and the agents know the nodes' IPv6 pod CIDRs.
 func InstallPortico(logf func(string, ...any)) InstallProxy {
 	return func(ctx context.Context, c *nodes.Cluster, col Column) (PoolRouting, error) {
 		opts := install.Options{Pool: Pool, Classless: true, Logf: logf}
@@ -36,6 +37,8 @@ func InstallPortico(logf func(string, ...any)) InstallProxy {
 				return 0, err
 			}
 			opts.NoAgent, opts.Announce, routing = true, []string{}, ViaEveryNode
+		case col.BGP && c.DualStack():
+			return 0, fmt.Errorf("the BGP column peers over IPv4 only: it runs on an IPv4 cluster")
 		case col.BGP:
 			bird, err := StartRouterBGP(ctx, c)
 			if err != nil {
@@ -51,9 +54,40 @@ func InstallPortico(logf func(string, ...any)) InstallProxy {
 			}
 			return routing, WaitSessions(ctx, bird, c, 3*time.Minute)
 		}
+		if c.DualStack() {
+			opts.Values = dualStackValues(c, opts)
+		}
 		_, err := install.Portico(ctx, c, opts)
 		return routing, err
 	}
+}
+
+// dualStackValues are the chart values that make the pool dual-stack (Pool and Pool6,
+// announced as opts.Announce says) and give the agents both families' pod CIDRs, merged under
+// opts.Values.
+func dualStackValues(c *nodes.Cluster, opts install.Options) map[string]any {
+	var cidrs []any
+	for _, n := range c.Nodes {
+		for _, p := range n.PodCIDRs() {
+			cidrs = append(cidrs, p.String())
+		}
+	}
+	announce := opts.Announce
+	if announce == nil {
+		announce = []string{"l2"}
+	}
+	ann := map[string]any{}
+	for _, a := range announce {
+		ann[a] = map[string]any{}
+	}
+	name := opts.PoolName
+	if name == "" {
+		name = install.DefaultPool
+	}
+	return install.Merge(map[string]any{
+		"agent":        map[string]any{"clusterCIDRs": cidrs},
+		"addressPools": []any{map[string]any{"name": name, "spec": map[string]any{"addresses": []any{Pool.String(), Pool6.String()}, "announce": ann}}},
+	}, opts.Values)
 }
 
 // StartRouterBGP runs bird2 in the lab's router namespace (e2e/framework/router) with an

@@ -101,24 +101,45 @@ func Table(results []ColumnResult) string {
 // shortName drops the "[sig-network] " prefix every selected spec has.
 func shortName(n string) string { return strings.TrimPrefix(n, "[sig-network] ") }
 
-// Markers delimit the generated table in a Markdown file.
+// Markers delimit the generated tables in a Markdown file: the IPv4 columns' table between
+// BeginMarker and EndMarker, the IPv6 columns' between BeginMarker6 and EndMarker6.
 const (
-	BeginMarker = "<!-- conformance-table:begin (make conformance writes this) -->"
-	EndMarker   = "<!-- conformance-table:end -->"
+	BeginMarker  = "<!-- conformance-table:begin (make conformance writes this) -->"
+	EndMarker    = "<!-- conformance-table:end -->"
+	BeginMarker6 = "<!-- conformance-table-ipv6:begin (make conformance writes this) -->"
+	EndMarker6   = "<!-- conformance-table-ipv6:end -->"
 )
 
-// WriteBetweenMarkers replaces what lies between BeginMarker and EndMarker in the file at
-// path with content.
-func WriteBetweenMarkers(path, content string) error {
+// ByFamily splits results into the IPv4 columns' and the IPv6 columns' (Column.IPv6), each in
+// its order; either may be empty.
+func ByFamily(results []ColumnResult) (v4, v6 []ColumnResult) {
+	for _, r := range results {
+		if r.Column.IPv6 {
+			v6 = append(v6, r)
+		} else {
+			v4 = append(v4, r)
+		}
+	}
+	return v4, v6
+}
+
+// WriteBetweenMarkers replaces what lies between the markers of the IPv4 table (BeginMarker,
+// EndMarker) or, with ipv6, of the IPv6 table (BeginMarker6, EndMarker6) in the file at path
+// with content.
+func WriteBetweenMarkers(path string, ipv6 bool, content string) error {
+	begin, end := BeginMarker, EndMarker
+	if ipv6 {
+		begin, end = BeginMarker6, EndMarker6
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(b)
-	i, j := strings.Index(s, BeginMarker), strings.Index(s, EndMarker)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		return fmt.Errorf("%s lacks the markers %q and %q", path, BeginMarker, EndMarker)
+		return fmt.Errorf("%s lacks the markers %q and %q", path, begin, end)
 	}
-	s = s[:i+len(BeginMarker)] + "\n" + content + s[j:]
+	s = s[:i+len(begin)] + "\n" + content + s[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
 }

@@ -35,7 +35,8 @@
 //	pod CIDR of nodeI fd00:c613:N:I::/64       pod J is ::J (digits read as hex)
 //
 // 198.19.(16N+13..15).0/24 and the rest of the /48 are unused, kept for later links such as
-// networks behind the router. The root link carries IPv4 only.
+// networks behind the router. The root link carries IPv4 only, unless Options.RootLink6 gives it the
+// LAN's ::254 too (Lab.RootAddr6).
 //
 // # Ownership and cleanup
 //

@@ -27,8 +27,12 @@ type Options struct {
 	// RootLink joins this process's (the root) namespace to the LAN at Lab.RootAddr, e.g. for a
 	// kube-apiserver the nodes must reach. New refuses when a root route overlaps the lab.
 	RootLink bool
-	// IPv6 adds IPv6 addresses and routes next to the IPv4 ones (the root link stays IPv4).
+	// IPv6 adds IPv6 addresses and routes next to the IPv4 ones (the root link stays IPv4
+	// unless RootLink6).
 	IPv6 bool
+	// RootLink6 (with RootLink and IPv6) gives the root link the LAN's IPv6 address too
+	// (Lab.RootAddr6), e.g. for an apiserver of an IPv6-first cluster.
+	RootLink6 bool
 	// Logf receives lab and process log lines. New defaults it to t.Logf; NewE discards.
 	Logf func(format string, args ...any)
 }
@@ -39,6 +43,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("nodes: %d not in 0..%d", o.Nodes, maxNodes)
 	case o.Clients < 0 || o.Clients > maxClients:
 		return fmt.Errorf("clients: %d not in 0..%d", o.Clients, maxClients)
+	case o.RootLink6 && (!o.RootLink || !o.IPv6):
+		return fmt.Errorf("root link IPv6 needs the root link and IPv6")
 	}
 	return nil
 }
@@ -58,11 +64,12 @@ type Lab struct {
 	slotLock  *os.File // flock on slot-N.lock
 	ownerFile *os.File // flock on lab-<id>
 
-	sw       *Host
-	router   *Host
-	nodes    []*Node
-	clients  []*Host
-	rootAddr netip.Addr
+	sw        *Host
+	router    *Host
+	nodes     []*Node
+	clients   []*Host
+	rootAddr  netip.Addr
+	rootAddr6 netip.Addr
 
 	mu       sync.Mutex
 	closed   bool
@@ -464,6 +471,9 @@ func (l *Lab) Switch() *Host { return l.sw }
 // RootAddr is this process's address on the LAN, or the zero Addr without Options.RootLink.
 // Bind a server the nodes must reach (kube-apiserver --bind-address) to it.
 func (l *Lab) RootAddr() netip.Addr { return l.rootAddr }
+
+// RootAddr6 is the root link's IPv6 address (Options.RootLink6), or the zero Addr.
+func (l *Lab) RootAddr6() netip.Addr { return l.rootAddr6 }
 
 // LANPrefix is the LAN's IPv4 subnet.
 func (l *Lab) LANPrefix() netip.Prefix { return l.plan.lan4() }

@@ -12,8 +12,9 @@ import (
 
 // addRootLink joins the root namespace to the LAN: a veth "<id>-root" in the root namespace
 // holding the LAN's .254 (only the connected /24 route results; IPv6 and forwarding are off on
-// it) and its peer "root" on the switch's bridge. checkRootRoutes ran before anything was
-// created.
+// it; with Options.RootLink6 it also holds the LAN's ::254, without router advertisements,
+// autoconfiguration or duplicate address detection) and its peer "root" on the switch's
+// bridge. checkRootRoutes ran before anything was created.
 func (l *Lab) addRootLink() error {
 	name := l.id + "-root"
 	swNS, err := netns.GetFromName(l.sw.NS)
@@ -34,12 +35,22 @@ func (l *Lab) addRootLink() error {
 	// The root end answers ARP only for its own lab address and announces only that one, so
 	// the machine's other addresses never show up on the LAN, and it does not forward what it
 	// receives, so even a lab route via RootAddr cannot reach beyond the machine.
-	err = writeSysctls(
-		sysctl{"net.ipv6.conf." + name + ".disable_ipv6", "1"},
-		sysctl{"net.ipv4.conf." + name + ".forwarding", "0"},
-		sysctl{"net.ipv4.conf." + name + ".arp_ignore", "1"},
-		sysctl{"net.ipv4.conf." + name + ".arp_announce", "2"},
-	)
+	sysctls := []sysctl{
+		{"net.ipv6.conf." + name + ".disable_ipv6", "1"},
+		{"net.ipv4.conf." + name + ".forwarding", "0"},
+		{"net.ipv4.conf." + name + ".arp_ignore", "1"},
+		{"net.ipv4.conf." + name + ".arp_announce", "2"},
+	}
+	if l.opts.RootLink6 {
+		// IPv6 forwarding has no per-link switch: the root namespace's
+		// net.ipv6.conf.all.forwarding stays as the machine has it (off on these machines).
+		sysctls = append(sysctls[1:],
+			sysctl{"net.ipv6.conf." + name + ".accept_ra", "0"},
+			sysctl{"net.ipv6.conf." + name + ".autoconf", "0"},
+			sysctl{"net.ipv6.conf." + name + ".accept_dad", "0"},
+			sysctl{"net.ipv6.conf." + name + ".disable_ipv6", "0"})
+	}
+	err = writeSysctls(sysctls...)
 	if err != nil {
 		return fmt.Errorf("setting up root link: %w", err)
 	}
@@ -51,6 +62,14 @@ func (l *Lab) addRootLink() error {
 	prefix := netip.PrefixFrom(addr, l.plan.lan4().Bits())
 	if err := netlink.AddrAdd(link, &netlink.Addr{IPNet: ipNet(prefix)}); err != nil {
 		return fmt.Errorf("adding address %s to root link: %w", prefix, err)
+	}
+	if l.opts.RootLink6 {
+		addr6 := l.plan.lanAddr6(rootOctet)
+		prefix6 := netip.PrefixFrom(addr6, l.plan.lan6().Bits())
+		if err := netlink.AddrAdd(link, &netlink.Addr{IPNet: ipNet(prefix6), Flags: unix.IFA_F_NODAD}); err != nil {
+			return fmt.Errorf("adding address %s to root link: %w", prefix6, err)
+		}
+		l.rootAddr6 = addr6
 	}
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("setting root link up: %w", err)

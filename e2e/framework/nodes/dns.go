@@ -37,7 +37,8 @@ const corefile = `.:53 {
 `
 
 // deployDNS runs CoreDNS in kube-system as a user's cluster does (ServiceAccount and RBAC,
-// ConfigMap, Deployment, the kube-dns Service at DNSServiceIP) and waits until it is Ready.
+// ConfigMap, Deployment, the kube-dns Service at Cluster.DNSServiceIP, in the primary family)
+// and waits until it is Ready.
 // With no service proxy in the cluster, CoreDNS reaches the apiserver at its real address
 // (KUBERNETES_SERVICE_HOST/PORT override the kubernetes Service's), with its ServiceAccount's
 // token and the cluster CA of its projected volume.
@@ -83,7 +84,7 @@ func (c *Cluster) deployDNS(ctx context.Context) error {
 			_, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Labels: labels},
 				Spec: corev1.ServiceSpec{
-					ClusterIP: DNSServiceIP.String(),
+					ClusterIP: c.DNSServiceIP().String(),
 					Selector:  labels,
 					Ports: []corev1.ServicePort{
 						{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP},

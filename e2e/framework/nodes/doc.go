@@ -31,6 +31,20 @@
 //   - with Options.DNS, CoreDNS as a Deployment in kube-system behind the kube-dns Service
 //     (DNSServiceIP, the kubelets' clusterDNS), reaching the apiserver at its real address.
 //
+// # Dual-stack
+//
+// Options.IPFamilies makes the cluster dual-stack, IPv4 first (DualStack) or IPv6 first
+// (DualStackIPv6, where e2e.test runs its specs over IPv6): the lab gets its IPv6 plan
+// (fd00:c613:N::/48) and the root link the LAN's ::254; the apiserver listens on the primary
+// family's root address (the kubernetes Service's endpoint must be of its family) with both
+// Service CIDRs (cluster.ServiceCIDR, cluster.ServiceCIDR6), primary first; every kubelet gets
+// both node IPs (--node-ip, primary first: pod IPs and InternalIPs follow that order), every
+// Node both lab pod CIDRs (set here, as for IPv4, rather than by kube-controller-manager's
+// allocator: the lab routes each node's own ranges), the CNI both ranges with a default route
+// per family; the routes above exist per family; kube-dns is in the primary family
+// (DNSServiceIP6 for IPv6) and CoreDNS answers A and AAAA. IPv6-only is not offered: the lab
+// always carries IPv4.
+//
 // Not there: kube-proxy or any service proxy, so ClusterIPs (kube-dns's too) lead nowhere until
 // Portico's agent runs as one; ask CoreDNS at its pod IP (Cluster.DNSPod) meanwhile.
 //

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
@@ -26,7 +27,8 @@ import (
 type Node struct {
 	// Name is the Node object's name and the node's hostname: node1, node2, ...
 	Name string
-	// Lab is the node's network namespace in the lab; Lab.Addr is the node's InternalIP.
+	// Lab is the node's network namespace in the lab; Lab.Addr (and Lab.Addr6 in a dual-stack
+	// cluster) are the node's InternalIPs (Addrs).
 	Lab *netlab.Node
 	// Dir holds the node's state: containerd's root and state, kubelet's root and
 	// certificates, the directories mounted over /var/lib, /var/log and /run, logs.
@@ -34,6 +36,7 @@ type Node struct {
 	// Cgroup is the node's cgroup, relative to every hierarchy's root; kubelet's cgroupRoot.
 	Cgroup string
 
+	families   []corev1.IPFamily
 	token      string
 	holder     *process.Process
 	containerd *process.Process
@@ -152,7 +155,7 @@ func (n *Node) start(ctx context.Context, c *Cluster) error {
 		"--root-dir="+filepath.Join(n.Dir, "kubelet"),
 		"--cert-dir="+filepath.Join(n.Dir, "pki"),
 		"--hostname-override="+n.Name,
-		"--node-ip="+n.Lab.Addr.String(),
+		"--node-ip="+joinAddrs(n.Addrs()),
 		"--v=0",
 	)...)
 	return err
@@ -237,9 +240,20 @@ func (n *Node) writeContainerdConfig(c *Cluster) error {
 	if err := os.WriteFile(filepath.Join(n.Dir, "containerd.toml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	// ptp: one veth per pod and a /32 route on the node (no bridge, so br_netfilter does not
-	// matter); host-local hands out the node's pod CIDR, its .1 being the node's end of every
-	// pod veth; portmap for hostPort.
+	// ptp: one veth per pod and a /32 (/128) route on the node (no bridge, so br_netfilter
+	// does not matter); host-local hands out the node's pod CIDRs (one range set per family,
+	// the primary first), their .1 (::1) being the node's end of every pod veth; portmap for
+	// hostPort.
+	var ranges [][]map[string]string
+	var routes []map[string]string
+	for _, p := range n.PodCIDRs() {
+		ranges = append(ranges, []map[string]string{{"subnet": p.String()}})
+		def := "0.0.0.0/0"
+		if p.Addr().Is6() {
+			def = "::/0"
+		}
+		routes = append(routes, map[string]string{"dst": def})
+	}
 	conflist := map[string]any{
 		"cniVersion": "0.4.0",
 		"name":       "portico-lab",
@@ -249,8 +263,8 @@ func (n *Node) writeContainerdConfig(c *Cluster) error {
 				"ipMasq": false,
 				"ipam": map[string]any{
 					"type":    "host-local",
-					"ranges":  [][]map[string]string{{{"subnet": n.Lab.PodCIDR.String()}}},
-					"routes":  []map[string]string{{"dst": "0.0.0.0/0"}},
+					"ranges":  ranges,
+					"routes":  routes,
 					"dataDir": filepath.Join(n.Dir, "cni-ipam"),
 				},
 			},
@@ -275,7 +289,7 @@ func (n *Node) writeKubeletConfig(c *Cluster) error {
 		CgroupDriver:             "cgroupfs",
 		CgroupRoot:               "/" + n.Cgroup,
 		ContainerRuntimeEndpoint: "unix://" + n.ContainerdSocket(),
-		Address:                  n.Lab.Addr.String(),
+		Address:                  n.Addrs()[0].String(), // the apiserver reaches the kubelet at the first InternalIP
 		ReadOnlyPort:             0,
 		Authentication: kubeletconfig.KubeletAuthentication{
 			X509:      kubeletconfig.KubeletX509Authentication{ClientCAFile: c.pki.caFile},
@@ -300,7 +314,7 @@ func (n *Node) writeKubeletConfig(c *Cluster) error {
 		ResolverConfig: ptr.To("/etc/resolv.conf"),
 	}
 	if c.dnsImage.Ref != "" {
-		cfg.ClusterDNS = []string{DNSServiceIP.String()}
+		cfg.ClusterDNS = []string{c.DNSServiceIP().String()}
 	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -43,6 +43,12 @@ type Options struct {
 	Clients int
 	// Router adds the lab's router namespace on the LAN (Lab.Router), e.g. for a BGP peer.
 	Router bool
+	// IPFamilies are the cluster's IP families, the primary first: nil or IPv4Only, DualStack
+	// (IPv4 primary) or DualStackIPv6 (IPv6 primary). Dual-stack gives the lab IPv6 (the root
+	// link too), the apiserver both Service CIDRs and the primary family's root address, every
+	// kubelet both node IPs, every Node both pod CIDRs and the CNI both ranges; kube-dns is in
+	// the primary family (Cluster.DNSServiceIP).
+	IPFamilies []corev1.IPFamily
 	// Logf receives progress lines; New defaults it to t.Logf, Start discards them.
 	Logf func(format string, args ...any)
 }
@@ -66,6 +72,7 @@ type Cluster struct {
 	Started time.Duration
 
 	logf     func(string, ...any)
+	families []corev1.IPFamily
 	bins     k8sbin.Binaries
 	pki      kubeletClientPKI
 	pause    Image
@@ -123,6 +130,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts.Logf = func(string, ...any) {}
 	}
 	begin := time.Now()
+	fams, err := families(opts.IPFamilies)
+	if err != nil {
+		return nil, fmt.Errorf("invalid cluster options: %w", err)
+	}
 	if err := Sweep(); err != nil {
 		opts.Logf("nodes: sweeping leftovers: %v", err)
 	}
@@ -130,7 +141,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir, logf: opts.Logf}
+	c := &Cluster{Dir: dir, logf: opts.Logf, families: fams}
 	if err := c.start(ctx, opts); err != nil {
 		return c, err
 	}
@@ -151,7 +162,9 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	var imagesErr error
 	images.Go(func() { imagesErr = c.buildImages(ctx, opts.DNS) })
 	defer images.Wait() // an early return must not leave the build writing into Dir
-	if c.Lab, err = netlab.NewE(netlab.Options{Nodes: opts.Nodes, Clients: opts.Clients, Router: opts.Router, RootLink: true, Logf: c.logf}); err != nil {
+	dual := c.DualStack()
+	labOpts := netlab.Options{Nodes: opts.Nodes, Clients: opts.Clients, Router: opts.Router, RootLink: true, IPv6: dual, RootLink6: dual, Logf: c.logf}
+	if c.Lab, err = netlab.NewE(labOpts); err != nil {
 		return err
 	}
 	if c.pki, err = writeKubeletClientPKI(c.Dir); err != nil {
@@ -159,7 +172,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	}
 	var tokens []cluster.Token
 	for _, ln := range c.Lab.Nodes() {
-		n := &Node{Name: ln.Name, Lab: ln, Dir: filepath.Join(c.Dir, ln.Name), Cgroup: filepath.Base(c.Dir) + "/" + ln.Name}
+		n := &Node{Name: ln.Name, Lab: ln, Dir: filepath.Join(c.Dir, ln.Name), Cgroup: filepath.Base(c.Dir) + "/" + ln.Name, families: c.families}
 		if n.token, err = pki.Token(); err != nil {
 			return err
 		}
@@ -173,8 +186,13 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	if err := os.Mkdir(cpDir, 0o755); err != nil {
 		return err
 	}
+	var serviceCIDRs []string
+	for _, p := range c.ServiceCIDRs() {
+		serviceCIDRs = append(serviceCIDRs, p.String())
+	}
 	c.ControlPlane, err = cluster.Start(ctx, cluster.Options{
-		BindAddress:    c.Lab.RootAddr(),
+		BindAddress:    c.RootAddr(c.PrimaryFamily()),
+		ServiceCIDRs:   serviceCIDRs,
 		Controllers:    []string{"*"},
 		Dir:            cpDir,
 		Logf:           c.logf,
@@ -277,8 +295,9 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// waitReady sets each Node's pod CIDR (the lab's, which the other nodes route to it) once the
-// kubelet has registered it, and waits until every node is Ready.
+// waitReady sets each Node's pod CIDRs (the lab's, which the other nodes route to it; one per
+// family, the primary first) once the kubelet has registered it, and waits until every node is
+// Ready.
 func (c *Cluster) waitReady(ctx context.Context) error {
 	cs := c.Client()
 	return wait.Poll(ctx, 200*time.Millisecond, 2*time.Minute, "every node Ready", func(ctx context.Context) error {
@@ -293,7 +312,12 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 				continue
 			}
 			if node.Spec.PodCIDR == "" {
-				patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, n.Lab.PodCIDR, n.Lab.PodCIDR)
+				cidrs := n.PodCIDRs()
+				quoted := make([]string, len(cidrs))
+				for i, p := range cidrs {
+					quoted[i] = strconv.Quote(p.String())
+				}
+				patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%s]}}`, cidrs[0], strings.Join(quoted, ","))
 				if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 					notReady = append(notReady, n.Name+": setting pod CIDR: "+err.Error())
 					continue

@@ -6,11 +6,9 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-
-	"github.com/portico-lb/portico/e2e/framework/cluster"
 )
 
-// addRoutes adds what the lab leaves to its users:
+// addRoutes adds what the lab leaves to its users, in each of the cluster's families:
 //   - in this (the root) namespace, each node's pod CIDR via the node, over the lab's root
 //     link, so that pods (not only nodes) reach the apiserver and get its answers back; the
 //     routes lie inside the lab's block, which the lab checked against every root route, and
@@ -25,22 +23,30 @@ func (c *Cluster) addRoutes() error {
 		return fmt.Errorf("finding the lab's root link: %w", err)
 	}
 	for _, n := range c.Nodes {
-		r := &netlink.Route{LinkIndex: rootLink.Attrs().Index, Dst: prefixNet(n.Lab.PodCIDR), Gw: net.IP(n.Lab.Addr.AsSlice())}
-		if err := netlink.RouteAdd(r); err != nil {
-			return fmt.Errorf("adding root route %s via %s: %w", n.Lab.PodCIDR, n.Lab.Addr, err)
+		for i, cidr := range n.PodCIDRs() {
+			via := n.Addrs()[i]
+			r := &netlink.Route{LinkIndex: rootLink.Attrs().Index, Dst: prefixNet(cidr), Gw: net.IP(via.AsSlice())}
+			if err := netlink.RouteAdd(r); err != nil {
+				return fmt.Errorf("adding root route %s via %s: %w", cidr, via, err)
+			}
 		}
 	}
-	svc := netip.MustParsePrefix(cluster.ServiceCIDR)
 	for _, n := range c.Nodes {
 		err := n.Lab.Do(func() error {
 			eth0, err := netlink.LinkByName("eth0")
 			if err != nil {
 				return err
 			}
-			return netlink.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: prefixNet(svc), Gw: net.IP(c.Lab.RootAddr().AsSlice())})
+			for i, svc := range c.ServiceCIDRs() {
+				via := c.RootAddr(c.families[i])
+				if err := netlink.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: prefixNet(svc), Gw: net.IP(via.AsSlice())}); err != nil {
+					return fmt.Errorf("%s via %s: %w", svc, via, err)
+				}
+			}
+			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("adding the Service CIDR route on %s: %w", n.Name, err)
+			return fmt.Errorf("adding the Service CIDR routes on %s: %w", n.Name, err)
 		}
 	}
 	return nil

@@ -1,7 +1,8 @@
 // Command conformance runs the upstream Kubernetes e2e `[sig-network] Services` and
 // LoadBalancers specs against Portico and, side by side, kube-proxy's iptables and nftables
-// modes, each on a fresh cluster of real kubelets (e2e/framework/conformance), and writes the
-// results table; `make conformance` runs it as root and puts the table into the README.
+// modes, each on a fresh cluster of real kubelets (e2e/framework/conformance), IPv4 and (the
+// -ipv6 columns) IPv6-first dual-stack, and writes the results tables, one per family;
+// `make conformance` runs it as root and puts the tables into the README.
 package main
 
 import (
@@ -21,7 +22,7 @@ import (
 )
 
 func main() {
-	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables")
+	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables; portico-ipv6, iptables-ipv6, nftables-ipv6 (on an IPv6-first dual-stack cluster)")
 	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
 	procs := flag.Int("procs", 5, "parallel ginkgo processes per column")
 	concurrent := flag.Int("concurrent", 1, "columns run at the same time, each on its own cluster")
@@ -109,17 +110,42 @@ func run(columns, selection string, procs, concurrent int, timeout time.Duration
 		}()
 	}
 	wg.Wait()
-	table := conformance.Table(results)
-	fmt.Print(table)
 	summary := fmt.Sprintf("%s, %d ginkgo processes per column, %d columns at a time; whole run %s (`make conformance`, %s).\n\n",
 		sel.Name, procs, max(concurrent, 1), time.Since(begin).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
-	if err := os.WriteFile(filepath.Join(out, "table.md"), []byte(summary+table), 0o644); err != nil {
-		return err
+	var all string
+	err = writeTables(results, readme, func(ipv6 bool, table string) string {
+		t := summary + table
+		if ipv6 {
+			t = "IPv6-first dual-stack clusters (the specs run over IPv6) and upstream's dual-stack specs; " + t
+		}
+		all += t
+		return t
+	})
+	fmt.Print(all)
+	if werr := os.WriteFile(filepath.Join(out, "table.md"), []byte(all), 0o644); werr != nil {
+		return werr
 	}
 	log.Printf("conformance: reports in %s", out)
-	if readme != "" {
-		if err := conformance.WriteBetweenMarkers(readme, summary+table); err != nil {
-			return err
+	return err
+}
+
+// writeTables renders one table per family present in results (the IPv4 columns', the IPv6
+// columns'), passes each through head (which may prefix it) and, with readme, writes it
+// between that family's markers.
+func writeTables(results []conformance.ColumnResult, readme string, head func(ipv6 bool, table string) string) error {
+	v4, v6 := conformance.ByFamily(results)
+	for _, fam := range []struct {
+		ipv6    bool
+		results []conformance.ColumnResult
+	}{{false, v4}, {true, v6}} {
+		if len(fam.results) == 0 {
+			continue
+		}
+		content := head(fam.ipv6, conformance.Table(fam.results))
+		if readme != "" {
+			if err := conformance.WriteBetweenMarkers(readme, fam.ipv6, content); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -145,10 +171,13 @@ func render(from, selection, readme string) error {
 		}
 		results = append(results, r)
 	}
-	table := fmt.Sprintf("%s selection; each column ran on its own cluster, as its own process (`-from`).\n\n", selection) + conformance.Table(results)
-	fmt.Print(table)
-	if readme != "" {
-		return conformance.WriteBetweenMarkers(readme, table)
-	}
-	return nil
+	return writeTables(results, readme, func(ipv6 bool, table string) string {
+		family := "IPv4 clusters"
+		if ipv6 {
+			family = "IPv6-first dual-stack clusters (the specs run over IPv6) with upstream's dual-stack specs"
+		}
+		t := fmt.Sprintf("%s selection, %s; each column ran on its own cluster, as its own process (`-from`).\n\n", selection, family) + table
+		fmt.Print(t)
+		return t
+	})
 }
