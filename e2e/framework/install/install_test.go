@@ -1,6 +1,7 @@
 package install
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -69,5 +70,23 @@ func TestMerge(t *testing.T) {
 	}
 	if base["a"].(map[string]any)["c"] != 2 {
 		t.Errorf("Merge changed its input: %v", base)
+	}
+}
+
+// TestOnlyStillExists: only Helm's early "still exists" report of its delete wait is waited
+// out; a timeout, a failed hook or a failed deletion stays an error of Uninstall.
+func TestOnlyStillExists(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want bool
+	}{
+		{"uninstallation completed with 1 error(s): resource Deployment/kube-system/portico-controller still exists. status: InProgress, message: Terminating", true},
+		{"uninstallation completed with 2 error(s): resource Deployment/kube-system/portico-controller still exists. status: InProgress, message: Terminating; context deadline exceeded", false},
+		{"uninstallation completed with 2 error(s): resource DaemonSet/kube-system/portico-agent still exists. status: InProgress, message: x; post-delete hook portico-cleanup failed", false},
+		{"failed to delete release: portico", false},
+	} {
+		if got := onlyStillExists(errors.New(tc.msg)); got != tc.want {
+			t.Errorf("onlyStillExists(%q) = %v, want %v", tc.msg, got, tc.want)
+		}
 	}
 }
