@@ -2,7 +2,6 @@ package install
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"slices"
@@ -10,17 +9,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"github.com/portico-lb/portico/e2e/framework/install"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
 	"github.com/portico-lb/portico/e2e/framework/router"
-	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/e2e/framework/traffic"
-	"github.com/portico-lb/portico/e2e/framework/wait"
 )
 
 const (
@@ -40,7 +33,6 @@ const (
 func TestInstallBGP(t *testing.T) {
 	c := nodes.New(t, nodes.Options{Nodes: 3, DNS: true, Router: true})
 	ctx := t.Context()
-	cs := c.Client()
 	t.Logf("cluster of %d nodes with CoreDNS started in %s", len(c.Nodes), c.Started.Round(time.Millisecond))
 
 	// The router: bird peering with every node (no BFD: see the README on BFD and graceful
@@ -78,18 +70,7 @@ func TestInstallBGP(t *testing.T) {
 	}
 
 	// The workload: three echo pods behind a LoadBalancer Service.
-	wait.For(t, time.Minute, "the default ServiceAccount", func() error {
-		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
-		return err
-	})
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, c.EchoDeployment(3), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	svcs := services.Helper{TB: t, CS: cs, Namespace: "default", Timeout: 3 * time.Minute}
-	svcs.Create(svcs.LoadBalancer("echo", services.WithClass(install.DefaultClass), func(s *corev1.Service) {
-		s.Spec.Selector = map[string]string{"app": "echo"}
-		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: nodes.EchoPort, TargetPort: intstr.FromInt32(nodes.EchoPort), Protocol: corev1.ProtocolTCP}}
-	}))
+	svcs, _ := echoWorkload(t, c)
 
 	begin := time.Now()
 	vals := map[string]any{
@@ -106,13 +87,7 @@ func TestInstallBGP(t *testing.T) {
 	r := install.Must(t, c, install.Options{Tag: tag, Announce: []string{"bgp"}, Pool: netip.MustParsePrefix(bgpPool), Values: vals})
 	t.Logf("helm install to release ready: %s", time.Since(begin).Round(time.Millisecond))
 
-	svc := svcs.Wait("echo", "an ingress IP from the pool", func(s *corev1.Service) string {
-		if len(s.Status.LoadBalancer.Ingress) != 1 {
-			return fmt.Sprintf("ingress %+v", s.Status.LoadBalancer.Ingress)
-		}
-		return ""
-	})
-	vip := netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
+	_, vip := waitVIP(t, svcs, netip.MustParsePrefix(bgpPool))
 	prefix := netip.PrefixFrom(vip, 32)
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	if out, err := bird.WaitNextHops(rctx, prefix, nodeAddrs); err != nil {
@@ -121,17 +96,7 @@ func TestInstallBGP(t *testing.T) {
 	}
 	cancel()
 	target := netip.AddrPortFrom(vip, nodes.EchoPort)
-	var reply netlab.Reply
-	err = wait.Poll(ctx, 100*time.Millisecond, time.Minute, "the client behind the router served through "+target.String(), func(ctx context.Context) error {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		var err error
-		reply, err = outside.Request(rctx, "tcp", target)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reply := firstReply(t, &outside.Host, target, "the client behind the router")
 	t.Logf("install to the first request served from behind the router through %s (answered by %s): %s", vip, reply.Server, time.Since(begin).Round(time.Millisecond))
 
 	t.Run("upgrade under traffic", func(t *testing.T) {

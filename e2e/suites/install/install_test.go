@@ -14,13 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/portico-lb/portico/e2e/framework/install"
 	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
-	"github.com/portico-lb/portico/e2e/framework/services"
 	"github.com/portico-lb/portico/e2e/framework/traffic"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/nodeproxy/nftables"
@@ -61,67 +59,16 @@ func TestInstall(t *testing.T) {
 
 	// A user's workload, before Portico: three echo pods, a LoadBalancer Service that stays
 	// pending, as no load-balancer controller runs yet.
-	wait.For(t, time.Minute, "the default ServiceAccount and kube-root-ca.crt", func() error {
-		if _, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{}); err != nil {
-			return err
-		}
-		_, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
-		return err
-	})
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, c.EchoDeployment(3), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	svcs := services.Helper{TB: t, CS: cs, Namespace: "default", Timeout: 3 * time.Minute}
-	svcs.Create(svcs.LoadBalancer("echo", services.WithClass(install.DefaultClass), func(s *corev1.Service) {
-		s.Spec.Selector = map[string]string{"app": "echo"}
-		s.Spec.Ports = []corev1.ServicePort{{Name: "tcp", Port: nodes.EchoPort, TargetPort: intstr.FromInt32(nodes.EchoPort), Protocol: corev1.ProtocolTCP}}
-	}))
-	var pods []corev1.Pod
-	wait.For(t, 3*time.Minute, "3 echo pods Ready", func() error {
-		pl, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=echo"})
-		if err != nil {
-			return err
-		}
-		pods = pl.Items
-		ready := 0
-		for _, p := range pods {
-			if nodes.PodReady(&p) {
-				ready++
-			}
-		}
-		if ready != 3 || len(pods) != 3 {
-			return fmt.Errorf("%d of %d pods Ready", ready, len(pods))
-		}
-		return nil
-	})
+	svcs, pods := echoWorkload(t, c)
 
 	// helm install, no kube-proxy anywhere: the agent is the service proxy.
 	begin := time.Now()
 	r := install.Must(t, c, install.Options{Tag: tag, Pool: netip.MustParsePrefix(pool)})
 	t.Logf("helm install to release ready (images imported, agents Ready on 3 nodes, controller available): %s", time.Since(begin).Round(time.Millisecond))
 
-	svc := svcs.Wait("echo", "an ingress IP from the pool", func(s *corev1.Service) string {
-		if len(s.Status.LoadBalancer.Ingress) != 1 {
-			return fmt.Sprintf("ingress %+v", s.Status.LoadBalancer.Ingress)
-		}
-		return ""
-	})
-	vip := netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP)
-	if !netip.MustParsePrefix(pool).Contains(vip) {
-		t.Fatalf("VIP %s is not from the pool %s", vip, pool)
-	}
+	svc, vip := waitVIP(t, svcs, netip.MustParsePrefix(pool))
 	target := netip.AddrPortFrom(vip, nodes.EchoPort)
-	var reply netlab.Reply
-	err = wait.Poll(ctx, 100*time.Millisecond, 2*time.Minute, "the client on the LAN served through "+target.String(), func(ctx context.Context) error {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		var err error
-		reply, err = client.Request(rctx, "tcp", target)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reply := firstReply(t, client, target, "the client on the LAN")
 	firstServed := time.Since(begin)
 	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return p.Name == reply.Server }) {
 		t.Errorf("the VIP was answered by %q, not an echo pod", reply.Server)
