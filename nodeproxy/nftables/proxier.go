@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/nftables"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -241,26 +242,35 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	if wrote {
 		before, genErr = p.gens.conns.generation()
 	}
-	c, err := p.gens.conns.table()
-	if err == nil {
-		if full {
-			err = tx.commitFull(c, p)
-		} else {
-			err = tx.commitPartial(c)
+	conns := p.gens.conns
+	var err error
+	if full {
+		var list *nftables.Conn
+		if list, err = conns.table(); err == nil {
+			err = tx.commitFull(conns.builder(), list, p)
 		}
+	} else {
+		err = tx.commitPartial(conns.builder())
+	}
+	var after uint32
+	var sent bool
+	if err == nil {
+		after, sent, err = conns.send()
 	}
 	if err != nil {
 		p.applied = false
 		p.rendered = nil
-		p.gens.conns.reset()
+		conns.reset()
 		return syncResult{}, fmt.Errorf("programming %s nftables: %w", p.fam, err)
 	}
 	p.applied = true
 	p.ranges.committed()
 	p.forgetExprs()
 	if wrote {
-		after, genErr2 := p.gens.conns.generation()
-		p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
+		if !sent {
+			after = before // nothing committed
+		}
+		p.gens.committed(p.fam.Family, before, after, genErr == nil, full)
 	}
 	p.DeleteStaleConntrack(ctx, stale)
 	return syncResult{full: full || st.Full, objects: tx.objects,

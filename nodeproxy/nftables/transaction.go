@@ -10,7 +10,6 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // elemChunk bounds the elements of one netlink message: their nested attribute must stay
@@ -18,7 +17,7 @@ import (
 const elemChunk = 256
 
 // socketBuffer is the netlink socket's send and receive buffer: a full sync is one batch of
-// thousands of messages, each acknowledged.
+// thousands of messages.
 const socketBuffer = 64 << 20
 
 // transaction collects one sync's changes to a family's table and applies them in one
@@ -110,18 +109,11 @@ func (tx *transaction) empty() bool {
 
 // dial opens a netlink connection to nf_tables with buffers large enough for a full sync.
 func dial(opts ...nftables.ConnOption) (*nftables.Conn, error) {
+	// Best effort: without the buffers a large transaction fails with ENOBUFS, reported by the
+	// commit itself.
 	c, err := nftables.New(append(opts, nftables.WithSockOptions(func(nc *netlink.Conn) error {
-		rc, err := nc.SyscallConn()
-		if err != nil {
-			return err
-		}
-		// Best effort: without the buffers a large transaction fails with ENOBUFS, reported
-		// by the commit itself.
-		return rc.Control(func(fd uintptr) {
-			for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
-				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, socketBuffer)
-			}
-		})
+		_ = setBuffers(nc)
+		return nil
 	}))...)
 	if err != nil {
 		return nil, fmt.Errorf("opening nf_tables netlink connection: %w", err)
@@ -133,8 +125,8 @@ func (tx *transaction) table() *nftables.Table {
 	return &nftables.Table{Name: TableName, Family: tx.fam.table}
 }
 
-// commitPartial applies the recorded differences: element deletions, chain (re)writes, element
-// additions, then the chains no longer used.
+// commitPartial builds on c the recorded differences: element deletions, chain (re)writes,
+// element additions, then the chains no longer used (conns.send sends them).
 func (tx *transaction) commitPartial(c *nftables.Conn) error {
 	if tx.empty() {
 		return nil
@@ -194,14 +186,14 @@ func (tx *transaction) commitPartial(c *nftables.Conn) error {
 			c.DelSet(&nftables.Set{Name: set, Table: t})
 		}
 	}
-	return c.Flush()
+	return nil
 }
 
-// commitFull writes the whole table as p holds it: every existing chain and map of the table
-// is flushed and rewritten, chains and sets the agent no longer wants are deleted, in one
-// transaction (so traffic never sees a half-written table). Whatever else changed the table
-// (drift) is undone.
-func (tx *transaction) commitFull(c *nftables.Conn, p *familyProxier) error {
+// commitFull builds on c the whole table as p holds it (list lists the table as it is): every
+// existing chain and map of the table is flushed and rewritten, chains and sets the agent no
+// longer wants are deleted, in one transaction (so traffic never sees a half-written table).
+// Whatever else changed the table (drift) is undone.
+func (tx *transaction) commitFull(c, list *nftables.Conn, p *familyProxier) error {
 	t := tx.table()
 	chains := staticChains(&p.cfg)
 	for _, ps := range p.ports {
@@ -209,7 +201,7 @@ func (tx *transaction) commitFull(c *nftables.Conn, p *familyProxier) error {
 			chains[name] = rs
 		}
 	}
-	existingChains, existingSets, err := listTable(c, t)
+	existingChains, existingSets, err := listTable(list, t)
 	if err != nil {
 		return err
 	}
@@ -287,7 +279,7 @@ func (tx *transaction) commitFull(c *nftables.Conn, p *familyProxier) error {
 			return err
 		}
 	}
-	return c.Flush()
+	return nil
 }
 
 // listTable lists the names of the table's chains and named sets (none when it does not exist).
