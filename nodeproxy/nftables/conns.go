@@ -30,10 +30,10 @@ import (
 // google/nftables v0.3.0 (the newest release) flags every message of a batch with NLM_F_ACK
 // and reads each acknowledgement with its own recvmsg: about 20,000 of them in a full sync at
 // 10,000 Services, with a buffer allocated for each (a third of the sync's garbage; upstream
-// stopped asking for them after that release). So the library only builds the batch: build's
+// stopped asking for them after that release), and asks the kernel to echo every new rule. So the library only builds the batch: build's
 // Flush hands it to its test seam (WithTestDial), which keeps it (capture), and send writes it
-// in one sendmsg without the flag, as nft(8) does; the kernel then answers only for messages it
-// refused. The kernel processes a batch inside that sendmsg, so the answer of the
+// in one sendmsg without these flags, as nft(8) does; the kernel then answers only for messages
+// it refused. The kernel processes a batch inside that sendmsg, so the answer of the
 // NFT_MSG_GETGEN request sent next comes after every answer about the batch: reading up to it
 // collects the batch's errors and the generation after the commit.
 type conns struct {
@@ -85,7 +85,9 @@ func (c *conns) send() (gen uint32, sent bool, err error) {
 	}
 	for i := range msgs {
 		h := &msgs[i].Header
-		h.Flags &^= netlink.Acknowledge
+		// No acknowledgement, and no echo of each new rule (the library asks for it to learn
+		// rule handles, which the agent does not use: it flushes whole chains).
+		h.Flags &^= netlink.Acknowledge | netlink.Echo
 		h.Sequence, h.PID = 0, 0 // numbered by nl
 	}
 	if _, err := nl.SendMessages(msgs); err != nil {
