@@ -83,14 +83,7 @@ func (c *conns) send() (gen uint32, sent bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	for i := range msgs {
-		h := &msgs[i].Header
-		// No acknowledgement, and no echo of each new rule (the library asks for it to learn
-		// rule handles, which the agent does not use: it flushes whole chains).
-		h.Flags &^= netlink.Acknowledge | netlink.Echo
-		h.Sequence, h.PID = 0, 0 // numbered by nl
-	}
-	if _, err := nl.SendMessages(msgs); err != nil {
+	if err := writeBatch(nl, msgs); err != nil {
 		c.closeBatch()
 		return 0, false, fmt.Errorf("sending the nf_tables batch: %w", err)
 	}
@@ -102,6 +95,48 @@ func (c *conns) send() (gen uint32, sent bool, err error) {
 		return gen, true, fmt.Errorf("nf_tables refused the batch: %w", refused)
 	}
 	return gen, true, nil
+}
+
+// nlmsgHeaderLen is the length of a netlink message header (struct nlmsghdr).
+const nlmsgHeaderLen = 16
+
+func nlmsgAlign(n int) int { return (n + 3) &^ 3 }
+
+// writeBatch sends msgs in one sendmsg, without an acknowledgement or an echo of each (the
+// library asks for an echo of every new rule to learn its handle, which the agent does not use:
+// it flushes whole chains). They are framed in one buffer of their exact size:
+// netlink.Conn.SendMessages grows its buffer message by message, 40 MB of garbage for the
+// 15 MB of a full sync at 10,000 Services.
+func writeBatch(nl *netlink.Conn, msgs []netlink.Message) error {
+	size := 0
+	for _, m := range msgs {
+		size += nlmsgAlign(nlmsgHeaderLen + len(m.Data))
+	}
+	buf := make([]byte, 0, size)
+	for i, m := range msgs {
+		n := nlmsgAlign(nlmsgHeaderLen + len(m.Data))
+		buf = binary.NativeEndian.AppendUint32(buf, uint32(n))
+		buf = binary.NativeEndian.AppendUint16(buf, uint16(m.Header.Type))
+		buf = binary.NativeEndian.AppendUint16(buf, uint16(m.Header.Flags&^(netlink.Acknowledge|netlink.Echo)))
+		buf = binary.NativeEndian.AppendUint32(buf, uint32(i+1)) // sequence
+		buf = binary.NativeEndian.AppendUint32(buf, 0)           // port: the kernel answers this socket
+		buf = append(buf, m.Data...)
+		for len(buf)%4 != 0 {
+			buf = append(buf, 0)
+		}
+	}
+	rc, err := nl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sendErr error
+	if err := rc.Write(func(fd uintptr) bool {
+		sendErr = unix.Sendto(int(fd), buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		return sendErr != unix.EAGAIN
+	}); err != nil {
+		return err
+	}
+	return sendErr
 }
 
 // batchConn is the connection for batches and the generation, dialled if needed.

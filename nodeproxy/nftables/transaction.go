@@ -251,16 +251,15 @@ func (tx *transaction) commitFull(c, list *nftables.Conn, p *familyProxier) erro
 		if err := c.AddSet(tx.fam.namedSet(t, m), nil); err != nil {
 			return fmt.Errorf("adding set %s: %w", m, err)
 		}
-		all := map[string]string{}
+		if isEndpointMap(m) {
+			continue // after the rules, below
+		}
+		all := p.elems[m]
 		if m == setHairpin {
+			all = map[string]string{}
 			for ip := range p.hairpin {
 				all[string(hairpinKey(ip))] = ""
 			}
-		} else {
-			maps.Copy(all, p.elems[m])
-		}
-		if isEndpointMap(m) {
-			continue // after the rules, below
 		}
 		if err := tx.setElems(c, t, m, nil, all); err != nil {
 			return err
