@@ -65,6 +65,11 @@
 // sync renders every Service again and writes only the difference, usually nothing.
 // Stale UDP conntrack entries are deleted as in the iptables mode (netfilter.StaleUDP).
 //
+// google/nftables builds each transaction's messages; the Proxier sends them itself, as one
+// batch in one sendmsg without asking an acknowledgement or an echo of each message (the
+// library's v0.3.0 asks for both and reads every answer on its own), then reads the kernel's
+// refusals, if any, up to the answer of a generation request sent after the batch (conns).
+//
 // # Limits
 //
 // A commit by another tool to any table of the namespace (kube-proxy, firewalld, iptables-nft)

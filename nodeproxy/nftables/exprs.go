@@ -92,8 +92,18 @@ func nodePortKey(proto string, port uint16) []byte {
 	return pad4(binary.BigEndian.AppendUint16([]byte{protoNumber(proto), 0, 0, 0}, port))
 }
 
-func endpointValue(e rules.Endpoint) []byte {
-	return pad4(binary.BigEndian.AppendUint16(append([]byte{}, e.IP.AsSlice()...), e.Port))
+// endpointValue encodes address . port, the value of an endpoints map's element.
+func endpointValue(e rules.Endpoint) string {
+	var b [20]byte
+	var out []byte
+	if e.IP.Is4() {
+		a := e.IP.As4()
+		out = append(b[:0], a[:]...)
+	} else {
+		a := e.IP.As16()
+		out = append(b[:0], a[:]...)
+	}
+	return string(pad4(binary.BigEndian.AppendUint16(out, e.Port)))
 }
 
 // loadServiceKey loads daddr . l4proto . th dport into the registers from reg0.
@@ -226,8 +236,10 @@ func (f family) dnatMap(set string, base uint32, n int) []expr.Any {
 
 // endpointKey is the endpoints map's key of the endpoint at index i of the range at base:
 // numgen writes its value in host byte order.
-func endpointKey(base uint32, i int) []byte {
-	return binaryutil.NativeEndian.PutUint32(base + uint32(i))
+func endpointKey(base uint32, i int) string {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], base+uint32(i))
+	return string(b[:])
 }
 
 func (f family) reject() []expr.Any {

@@ -71,6 +71,15 @@ var endpointMaps = func() []string {
 	return out
 }()
 
+// endpointMapIndex is the shard of each endpoints map, by name.
+var endpointMapIndex = func() map[string]int {
+	out := make(map[string]int, endpointShards)
+	for i, m := range endpointMaps {
+		out[m] = i
+	}
+	return out
+}()
+
 // endpointShard is the shard of the endpoints maps that holds chain's endpoints.
 func endpointShard(chain string) int { return int(crc32.ChecksumIEEE([]byte(chain)) % endpointShards) }
 
@@ -95,5 +104,9 @@ func portChain(kind string, sp *rules.ServicePort) string {
 	return name
 }
 
+// sharedMaps are the maps whose keys several ports may claim (claim); the keys of the endpoints
+// maps belong to one port each.
+var sharedMaps = []string{mapServices, mapNodePorts, mapFirewall, mapNoEndpoints, mapNoEndpointPort}
+
 // elemMaps lists the element maps a port contributes to, in a fixed order.
-var elemMaps = append([]string{mapServices, mapNodePorts, mapFirewall, mapNoEndpoints, mapNoEndpointPort}, endpointMaps...)
+var elemMaps = append(append([]string{}, sharedMaps...), endpointMaps...)

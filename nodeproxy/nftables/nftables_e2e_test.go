@@ -4,6 +4,7 @@ package nftables_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,6 +212,42 @@ func TestProgramsTable(t *testing.T) {
 	}
 }
 
+// TestRefusedBatch: a batch the kernel refuses (a partial sync deleting what someone else
+// already deleted) fails the sync with the kernel's error, changes nothing, and the next (full)
+// sync repairs the table over the same connections.
+func TestRefusedBatch(t *testing.T) {
+	ns := inNetns(t)
+	s := newStore()
+	web := s.service("web", "198.18.10.1", nil, "198.19.1.1", "198.19.1.2")
+	s.service("api", "198.18.10.2", nil, "198.19.1.3")
+	p := nftables.New(nftables.Options{MasqueradeBit: 12, Families: []rules.Family{rules.IPv4}})
+	t.Cleanup(func() { _ = p.Close() })
+	ctx := context.Background()
+	all, _ := s.Services()
+	if err := p.Sync(ctx, &tracker.State{NodeName: "node1", Full: true, Changed: all, Store: s}); err != nil {
+		t.Fatal(err)
+	}
+	nft(t, ns, "delete", "element", "ip", "portico", "service-ips", "{ 198.18.10.1 . tcp . 80 }")
+	nft(t, ns, "delete", "chain", "ip", "portico", "int-ns/web/tcp/http")
+	_ = s.services.Delete(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}})
+	s.service("api", "198.18.10.2", nil, "198.19.1.4")
+	err := p.Sync(ctx, &tracker.State{NodeName: "node1", Changed: []types.NamespacedName{web, {Namespace: "ns", Name: "api"}}, Store: s})
+	if err == nil || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("partial sync deleting a deleted chain: %v, want ENOENT", err)
+	}
+	if out := nft(t, ns, "list", "chain", "ip", "portico", "int-ns/api/tcp/http"); !strings.Contains(out, "198.19.1.3") {
+		t.Errorf("a refused batch changed the table:\n%s", out)
+	}
+	all, _ = s.Services()
+	if err := p.Sync(ctx, &tracker.State{NodeName: "node1", Full: true, Changed: all, Store: s}); err != nil {
+		t.Fatal(err)
+	}
+	out := nft(t, ns, "list", "table", "ip", "portico")
+	if !strings.Contains(out, "198.19.1.4") || strings.Contains(out, "ns/web") {
+		t.Errorf("the full sync after a refused batch did not repair the table:\n%s", out)
+	}
+}
+
 // BenchmarkPartialSync: one endpoint of one of 1,000 (and 10,000) Services x 10 endpoints
 // changes; a partial sync rewrites that Service's chain only.
 func BenchmarkPartialSync(b *testing.B) {
@@ -259,6 +297,93 @@ func benchPartialSync(b *testing.B, services int) {
 	b.StopTimer()
 	b.ReportMetric(float64(full.Microseconds())/1000, "full-ms")
 	b.ReportMetric(floor, "element-commit-ms")
+}
+
+// BenchmarkFullSync: the first (full) sync of 1,000 (and 10,000) Services x 10 endpoints into a
+// fresh network namespace, as the agent's first sync at start (what e2e/suites/dataplane's
+// BenchmarkSync reports as the full sync, without the informers).
+func BenchmarkFullSync(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) { benchFullSync(b, n) })
+	}
+}
+
+func benchFullSync(b *testing.B, services int) {
+	prereq.RequireRoot(b, prereq.IPRoute2, prereq.NFTables)
+	s := benchStore(services)
+	all, _ := s.Services()
+	ctx := context.Background()
+	ownNetns := os.Getenv(ownNetnsEnv) != ""
+	var orig netns.NsHandle
+	if !ownNetns {
+		// The goroutine stays on its thread, which is in the benchmark's namespace: slower
+		// than the agent, whose every thread is in its node's namespace (each wait for an
+		// answer hands the thread over).
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		orig, _ = netns.Get()
+		defer func() { _ = netns.Set(orig) }()
+	}
+	var user, sys time.Duration
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		var ns netns.NsHandle
+		if ownNetns {
+			if err := nftables.Cleanup(ctx); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			var err error
+			if ns, err = netns.New(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		p := nftables.New(nftables.Options{MasqueradeBit: 12, Families: []rules.Family{rules.IPv4}})
+		u0, s0 := cpuTimes()
+		b.StartTimer()
+		if err := p.Sync(ctx, &tracker.State{NodeName: "node1", Full: true, Changed: all, Store: s}); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		u1, s1 := cpuTimes()
+		user, sys = user+u1-u0, sys+s1-s0
+		_ = p.Close()
+		if !ownNetns {
+			_ = netns.Set(orig)
+			_ = ns.Close()
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(user.Milliseconds())/float64(b.N), "user-ms/op")
+	b.ReportMetric(float64(sys.Milliseconds())/float64(b.N), "sys-ms/op")
+}
+
+// ownNetnsEnv tells BenchmarkFullSync that the process runs in a network namespace of its own
+// (unshare -n): it syncs from any thread, as the agent does, and deletes the table between
+// iterations.
+const ownNetnsEnv = "PORTICO_NFT_BENCH_OWN_NETNS"
+
+// cpuTimes is the process's user and system CPU time so far (all threads: the garbage
+// collector's too, and the kernel's work on the netlink batch, done in the sending thread).
+func cpuTimes() (user, sys time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+}
+
+// benchStore holds services ClusterIP Services with 10 remote endpoints each, as BenchmarkSync's.
+func benchStore(services int) *store {
+	s := newStore()
+	for i := range services {
+		var eps []string
+		for j := range 10 {
+			k := i*10 + j
+			eps = append(eps, fmt.Sprintf("198.19.%d.%d", 128+k/250%127, k%250+1))
+		}
+		s.service(fmt.Sprintf("s%05d", i), fmt.Sprintf("198.18.%d.%d", i/250, i%250+1), nil, eps...)
+	}
+	return s
 }
 
 // commitFloor is the mean time of a transaction that only adds and deletes one element of a set

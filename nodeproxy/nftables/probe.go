@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 
 	"github.com/google/nftables"
@@ -37,9 +38,9 @@ func Probe() error {
 	tx := newTransaction(f)
 	eps := map[string]string{}
 	for i, a := range []string{"198.18.0.1", "198.18.0.2"} {
-		eps[string(endpointKey(16, i))] = string(endpointValue(rules.Endpoint{IP: netip.MustParseAddr(a), Port: 80}))
+		eps[endpointKey(16, i)] = endpointValue(rules.Endpoint{IP: netip.MustParseAddr(a), Port: 80})
 	}
-	if err := tx.setElems(c, t, endpointMaps[0], nil, eps); err != nil {
+	if err := tx.setElems(c, t, endpointMaps[0], false, maps.All(eps)); err != nil {
 		return fmt.Errorf("probing nf_tables: %w", err)
 	}
 	c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: append(f.loadServiceKey(), vmapLookup(mapServices))})

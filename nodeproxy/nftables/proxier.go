@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/nftables"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,9 +115,9 @@ type familyProxier struct {
 	cfg      config
 	services map[types.NamespacedName][]*rules.ServicePort
 	ports    map[string]*portState // by service port key
-	// elems are the maps' elements as in the kernel (map -> key -> verdict or value); claims
-	// are what the ports want of the shared maps (map -> key -> port -> verdict; not the
-	// endpoints maps, whose keys each belong to one port).
+	// elems are the shared maps' elements as in the kernel (map -> key -> verdict); claims are
+	// what the ports want of them (map -> key -> port -> verdict). The endpoints maps' keys
+	// each belong to one port: its portState holds them.
 	elems   map[string]map[string]string
 	claims  map[string]map[string]map[string]string
 	hairpin map[netip.Addr]int // local endpoint IP -> ports using it
@@ -241,26 +242,35 @@ func (p *familyProxier) sync(ctx context.Context, st *tracker.State) (syncResult
 	if wrote {
 		before, genErr = p.gens.conns.generation()
 	}
-	c, err := p.gens.conns.table()
-	if err == nil {
-		if full {
-			err = tx.commitFull(c, p)
-		} else {
-			err = tx.commitPartial(c)
+	conns := p.gens.conns
+	var err error
+	if full {
+		var list *nftables.Conn
+		if list, err = conns.table(); err == nil {
+			err = tx.commitFull(conns.builder(), list, p)
 		}
+	} else {
+		err = tx.commitPartial(conns.builder())
+	}
+	var after uint32
+	var sent bool
+	if err == nil {
+		after, sent, err = conns.send()
 	}
 	if err != nil {
 		p.applied = false
 		p.rendered = nil
-		p.gens.conns.reset()
+		conns.reset()
 		return syncResult{}, fmt.Errorf("programming %s nftables: %w", p.fam, err)
 	}
 	p.applied = true
 	p.ranges.committed()
 	p.forgetExprs()
 	if wrote {
-		after, genErr2 := p.gens.conns.generation()
-		p.gens.committed(p.fam.Family, before, after, genErr == nil && genErr2 == nil, full)
+		if !sent {
+			after = before // nothing committed
+		}
+		p.gens.committed(p.fam.Family, before, after, genErr == nil, full)
 	}
 	p.DeleteStaleConntrack(ctx, stale)
 	return syncResult{full: full || st.Full, objects: tx.objects,
@@ -331,11 +341,9 @@ func (p *familyProxier) reset(st *tracker.State) error {
 	p.ports = map[string]*portState{}
 	p.elems = map[string]map[string]string{}
 	p.claims = map[string]map[string]map[string]string{}
-	for _, m := range elemMaps {
+	for _, m := range sharedMaps {
 		p.elems[m] = map[string]string{}
-		if !isEndpointMap(m) {
-			p.claims[m] = map[string]map[string]string{}
-		}
+		p.claims[m] = map[string]map[string]string{}
 	}
 	p.hairpin = map[netip.Addr]int{}
 	p.noLocal.external, p.noLocal.internal = 0, 0
@@ -401,19 +409,23 @@ func (p *familyProxier) update(tx *transaction, key string, next *portState) {
 			p.ranges.release(name)
 		}
 	}
-	// Only the maps the port has elements in (a port uses a few of the 69).
-	for m, elems := range prev.elems {
-		for k, v := range elems {
-			if nv, ok := next.elems[m][k]; !ok || nv != v {
-				p.setElem(tx, m, k, key, "")
+	// Elements prev had and next has not (or with another value) go, next's new ones come.
+	if len(prev.elems) > 0 {
+		inNext := elemIndex(next.elems)
+		for _, e := range prev.elems {
+			if nv, ok := inNext(e.m, e.k); !ok || nv != e.v {
+				p.setElem(tx, e.m, e.k, key, "")
 			}
 		}
-	}
-	for m, elems := range next.elems {
-		for k, v := range elems {
-			if ov, ok := prev.elems[m][k]; !ok || ov != v {
-				p.setElem(tx, m, k, key, v)
+		inPrev := elemIndex(prev.elems)
+		for _, e := range next.elems {
+			if ov, ok := inPrev(e.m, e.k); !ok || ov != e.v {
+				p.setElem(tx, e.m, e.k, key, e.v)
 			}
+		}
+	} else {
+		for _, e := range next.elems {
+			p.setElem(tx, e.m, e.k, key, e.v)
 		}
 	}
 	// Count the new local endpoints first: an IP in both stays without churn.
@@ -463,13 +475,17 @@ func (p *familyProxier) forgetExprs() {
 
 // setElem records that the port owner wants element k of map m with verdict (or value) v ("":
 // no longer). A key of an endpoints map belongs to one port (its balancing chain's range,
-// endpointRanges), so the port's wish is the element; a key of a shared map goes through claim.
+// endpointRanges), so the port's wish is the element (called for changes only: update compares
+// the port's elements before and after); a key of a shared map goes through claim.
 func (p *familyProxier) setElem(tx *transaction, m, k, owner, v string) {
-	if !isEndpointMap(m) {
+	switch {
+	case !isEndpointMap(m):
 		p.claim(tx, m, k, owner, v)
-		return
+	case v == "":
+		tx.deleteElem(m, k)
+	default:
+		tx.addElem(m, k, v)
 	}
-	p.put(tx, m, k, v, v != "")
 }
 
 // put makes element k of map m hold want (has), or be absent (!has), recording the change in tx.

@@ -49,21 +49,53 @@ type affinity struct {
 }
 
 // portState is what one service port contributes: its own chains and its elements in the
-// shared maps (key bytes as a string : "drop" or the chain to go to), its local endpoints
-// (hairpin), and whether a Local traffic policy finds no local endpoint.
+// shared maps and in the endpoints maps, its local endpoints (hairpin), and whether a Local
+// traffic policy finds no local endpoint.
 type portState struct {
 	chains                           map[string][]nrule
-	elems                            map[string]map[string]string
+	elems                            []elem
 	hairpin                          []netip.Addr
 	noLocalExternal, noLocalInternal bool
 }
 
+// elem is one element a port wants in map m: key bytes and the verdict ("drop" or the chain to
+// go to) or value bytes, as strings.
+type elem struct{ m, k, v string }
+
+// elem adds element key : v of map m. In a shared map the first wish for a key holds (an
+// address can be both an externalIP and a LoadBalancer IP); the keys of the port's endpoints
+// are unique (its chains' ranges).
 func (p *portState) elem(m string, key []byte, v string) {
-	if p.elems[m] == nil {
-		p.elems[m] = map[string]string{}
+	if !isEndpointMap(m) {
+		for _, e := range p.elems {
+			if e.m == m && e.k == string(key) {
+				return
+			}
+		}
 	}
-	if _, ok := p.elems[m][string(key)]; !ok {
-		p.elems[m][string(key)] = v
+	p.elems = append(p.elems, elem{m: m, k: string(key), v: v})
+}
+
+// elemIndex finds the value of element k of map m in es: a scan for the few elements of most
+// ports, a map for ports with many endpoints.
+func elemIndex(es []elem) func(m, k string) (string, bool) {
+	if len(es) <= 32 {
+		return func(m, k string) (string, bool) {
+			for _, e := range es {
+				if e.k == k && e.m == m {
+					return e.v, true
+				}
+			}
+			return "", false
+		}
+	}
+	idx := make(map[[2]string]string, len(es))
+	for _, e := range es {
+		idx[[2]string{e.m, e.k}] = e.v
+	}
+	return func(m, k string) (string, bool) {
+		v, ok := idx[[2]string{m, k}]
+		return v, ok
 	}
 }
 
@@ -76,7 +108,7 @@ func (p *portState) elem(m string, key []byte, v string) {
 func render(cfg *config, sp *rules.ServicePort) *portState {
 	f := cfg.fam
 	cluster, local := sp.ClusterEndpoints(), sp.LocalEndpoints()
-	p := &portState{chains: map[string][]nrule{}, elems: map[string]map[string]string{}}
+	p := &portState{chains: map[string][]nrule{}, elems: make([]elem, 0, len(cluster)+2)}
 	for _, e := range local {
 		p.hairpin = append(p.hairpin, e.IP)
 	}
@@ -206,7 +238,7 @@ func balance(cfg *config, eps []rules.Endpoint, sp *rules.ServicePort, chain str
 		}
 		set, base := cfg.endpointRange(chain, len(eps))
 		for i, e := range eps {
-			p.elem(set, endpointKey(base, i), string(endpointValue(e)))
+			p.elems = append(p.elems, elem{m: set, k: endpointKey(base, i), v: endpointValue(e)})
 		}
 		return []nrule{{text: fmt.Sprintf("dnat to numgen random mod %d offset %d map @%s", len(eps), base, set),
 			exprs: f.dnatMap(set, base, len(eps))}}

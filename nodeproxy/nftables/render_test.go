@@ -19,7 +19,11 @@ func ep(s string, local bool) rules.Endpoint {
 func dump(p *portState) string {
 	var b strings.Builder
 	for _, m := range elemMaps {
-		for k, v := range p.elems[m] {
+		for _, e := range p.elems {
+			if e.m != m {
+				continue
+			}
+			k, v := e.k, e.v
 			if isEndpointMap(m) {
 				a, _ := netip.AddrFromSlice([]byte(v)[:4])
 				v = netip.AddrPortFrom(a, uint16(v[4])<<8|uint16(v[5])).String()

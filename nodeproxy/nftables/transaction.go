@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // elemChunk bounds the elements of one netlink message: their nested attribute must stay
@@ -18,7 +18,7 @@ import (
 const elemChunk = 256
 
 // socketBuffer is the netlink socket's send and receive buffer: a full sync is one batch of
-// thousands of messages, each acknowledged.
+// thousands of messages.
 const socketBuffer = 64 << 20
 
 // transaction collects one sync's changes to a family's table and applies them in one
@@ -110,18 +110,11 @@ func (tx *transaction) empty() bool {
 
 // dial opens a netlink connection to nf_tables with buffers large enough for a full sync.
 func dial(opts ...nftables.ConnOption) (*nftables.Conn, error) {
+	// Best effort: without the buffers a large transaction fails with ENOBUFS, reported by the
+	// commit itself.
 	c, err := nftables.New(append(opts, nftables.WithSockOptions(func(nc *netlink.Conn) error {
-		rc, err := nc.SyscallConn()
-		if err != nil {
-			return err
-		}
-		// Best effort: without the buffers a large transaction fails with ENOBUFS, reported
-		// by the commit itself.
-		return rc.Control(func(fd uintptr) {
-			for _, opt := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
-				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, socketBuffer)
-			}
-		})
+		_ = setBuffers(nc)
+		return nil
 	}))...)
 	if err != nil {
 		return nil, fmt.Errorf("opening nf_tables netlink connection: %w", err)
@@ -133,15 +126,15 @@ func (tx *transaction) table() *nftables.Table {
 	return &nftables.Table{Name: TableName, Family: tx.fam.table}
 }
 
-// commitPartial applies the recorded differences: element deletions, chain (re)writes, element
-// additions, then the chains no longer used.
+// commitPartial builds on c the recorded differences: element deletions, chain (re)writes,
+// element additions, then the chains no longer used (conns.send sends them).
 func (tx *transaction) commitPartial(c *nftables.Conn) error {
 	if tx.empty() {
 		return nil
 	}
 	t := tx.table()
 	for _, m := range slices.Sorted(maps.Keys(tx.elemDels)) {
-		if err := tx.setElems(c, t, m, tx.elemDels[m], nil); err != nil {
+		if err := tx.setElems(c, t, m, true, keysOf(tx.elemDels[m])); err != nil {
 			return err
 		}
 	}
@@ -179,7 +172,7 @@ func (tx *transaction) commitPartial(c *nftables.Conn) error {
 		}
 	}
 	for _, m := range slices.Sorted(maps.Keys(tx.elemAdds)) {
-		if err := tx.setElems(c, t, m, nil, tx.elemAdds[m]); err != nil {
+		if err := tx.setElems(c, t, m, false, maps.All(tx.elemAdds[m])); err != nil {
 			return err
 		}
 	}
@@ -194,14 +187,14 @@ func (tx *transaction) commitPartial(c *nftables.Conn) error {
 			c.DelSet(&nftables.Set{Name: set, Table: t})
 		}
 	}
-	return c.Flush()
+	return nil
 }
 
-// commitFull writes the whole table as p holds it: every existing chain and map of the table
-// is flushed and rewritten, chains and sets the agent no longer wants are deleted, in one
-// transaction (so traffic never sees a half-written table). Whatever else changed the table
-// (drift) is undone.
-func (tx *transaction) commitFull(c *nftables.Conn, p *familyProxier) error {
+// commitFull builds on c the whole table as p holds it (list lists the table as it is): every
+// existing chain and map of the table is flushed and rewritten, chains and sets the agent no
+// longer wants are deleted, in one transaction (so traffic never sees a half-written table).
+// Whatever else changed the table (drift) is undone.
+func (tx *transaction) commitFull(c, list *nftables.Conn, p *familyProxier) error {
 	t := tx.table()
 	chains := staticChains(&p.cfg)
 	for _, ps := range p.ports {
@@ -209,7 +202,7 @@ func (tx *transaction) commitFull(c *nftables.Conn, p *familyProxier) error {
 			chains[name] = rs
 		}
 	}
-	existingChains, existingSets, err := listTable(c, t)
+	existingChains, existingSets, err := listTable(list, t)
 	if err != nil {
 		return err
 	}
@@ -259,18 +252,17 @@ func (tx *transaction) commitFull(c *nftables.Conn, p *familyProxier) error {
 		if err := c.AddSet(tx.fam.namedSet(t, m), nil); err != nil {
 			return fmt.Errorf("adding set %s: %w", m, err)
 		}
-		all := map[string]string{}
-		if m == setHairpin {
-			for ip := range p.hairpin {
-				all[string(hairpinKey(ip))] = ""
-			}
-		} else {
-			maps.Copy(all, p.elems[m])
-		}
 		if isEndpointMap(m) {
 			continue // after the rules, below
 		}
-		if err := tx.setElems(c, t, m, nil, all); err != nil {
+		all := p.elems[m]
+		if m == setHairpin {
+			all = map[string]string{}
+			for ip := range p.hairpin {
+				all[string(hairpinKey(ip))] = ""
+			}
+		}
+		if err := tx.setElems(c, t, m, false, maps.All(all)); err != nil {
 			return err
 		}
 	}
@@ -282,12 +274,20 @@ func (tx *transaction) commitFull(c *nftables.Conn, p *familyProxier) error {
 	// The endpoints go in last: the kernel checks every element of a map each time a rule of
 	// another chain starts using it, so filling it before the rules that read it made a full
 	// sync quadratic (95 s instead of seconds at 10,000 Services x 10).
-	for _, m := range endpointMaps {
-		if err := tx.setElems(c, t, m, nil, p.elems[m]); err != nil {
+	eps := make([][]elem, endpointShards)
+	for _, ps := range p.ports {
+		for _, e := range ps.elems {
+			if i, ok := endpointMapIndex[e.m]; ok {
+				eps[i] = append(eps[i], e)
+			}
+		}
+	}
+	for i, m := range endpointMaps {
+		if err := tx.setElems(c, t, m, false, elemsOf(eps[i])); err != nil {
 			return err
 		}
 	}
-	return c.Flush()
+	return nil
 }
 
 // listTable lists the names of the table's chains and named sets (none when it does not exist).
@@ -320,20 +320,20 @@ func listTable(c *nftables.Conn, t *nftables.Table) (chains, sets []string, err 
 	return chains, sets, nil
 }
 
-// setElems deletes the keys del, or adds the elements add (key : verdict), of the named set m,
+// setElems deletes (del) or adds the elements es (key : verdict or value) of the named set m,
 // elemChunk elements per message. One chunk's elements and their bytes are built in buffers
 // reused for the next chunk (the library marshals them into the message at once): a full sync
 // at 10,000 Services adds 110,000 elements.
-func (tx *transaction) setElems(c *nftables.Conn, t *nftables.Table, m string, del map[string]bool, add map[string]string) error {
+func (tx *transaction) setElems(c *nftables.Conn, t *nftables.Table, m string, del bool, es iter.Seq2[string, string]) error {
 	set := tx.fam.namedSet(t, m)
-	elems := make([]nftables.SetElement, 0, min(len(del)+len(add), elemChunk))
+	elems := make([]nftables.SetElement, 0, elemChunk)
 	var buf []byte
 	send := func() error {
 		if len(elems) == 0 {
 			return nil
 		}
 		var err error
-		if del != nil {
+		if del {
 			err = c.SetDeleteElements(set, elems)
 		} else {
 			err = c.SetAddElements(set, elems)
@@ -349,18 +349,10 @@ func (tx *transaction) setElems(c *nftables.Conn, t *nftables.Table, m string, d
 		buf = append(buf, s...)
 		return buf[len(buf)-len(s) : len(buf) : len(buf)]
 	}
-	for k := range del {
-		elems = append(elems, nftables.SetElement{Key: bytesOf(k)})
-		if len(elems) == elemChunk {
-			if err := send(); err != nil {
-				return err
-			}
-		}
-	}
-	for k, v := range add {
+	for k, v := range es {
 		e := nftables.SetElement{Key: bytesOf(k)}
 		switch {
-		case m == setHairpin:
+		case del, m == setHairpin:
 		case isEndpointMap(m):
 			e.Val = bytesOf(v)
 		case v == verdictDrop:
@@ -376,6 +368,28 @@ func (tx *transaction) setElems(c *nftables.Conn, t *nftables.Table, m string, d
 		}
 	}
 	return send()
+}
+
+// keysOf iterates the keys of a set of keys (with empty values).
+func keysOf(keys map[string]bool) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for k := range keys {
+			if !yield(k, "") {
+				return
+			}
+		}
+	}
+}
+
+// elemsOf iterates the keys and values of es.
+func elemsOf(es []elem) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, e := range es {
+			if !yield(e.k, e.v) {
+				return
+			}
+		}
+	}
 }
 
 // addRules appends rs to ch; a rule choosing among chains (affinity) gets its anonymous map.

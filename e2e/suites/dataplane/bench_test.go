@@ -34,6 +34,10 @@ const scaleEnv = "PORTICO_BENCH_SCALE"
 // (with GoBGP: the image's portico-agent-bgp, which the chart runs with bgp).
 const agentEnv = "PORTICO_BENCH_AGENT"
 
+// onlyEnv limits a run to some proxies, while iterating on one (a comma-separated list of
+// portico, portico-nft, kube-proxy, kube-proxy-nft); reported figures come from runs of all four.
+const onlyEnv = "PORTICO_BENCH_ONLY"
+
 // limitEnv overrides how long each proxy may take for its first sync (10m; 30m at 10,000
 // Services); a proxy stopped at the limit is reported as taking at least that long.
 const limitEnv = "PORTICO_BENCH_LIMIT"
@@ -151,17 +155,31 @@ func benchSync(b *testing.B, services int) {
 		agent, agentKind = a, "given by "+agentEnv
 	}
 	b.Logf("measuring portico-agent %s (%s)", agent, agentKind)
+	only := map[string]bool{}
+	for _, c := range strings.Split(os.Getenv(onlyEnv), ",") {
+		if c != "" {
+			only[c] = true
+		}
+	}
+	run := func(column string, node *netlab.Node, prefix, bin string, args ...string) syncFigures {
+		if len(only) > 0 && !only[column] {
+			return syncFigures{}
+		}
+		return measure(b, node, prefix, limit, ns, slices, bin, args...)
+	}
 	b.ResetTimer()
-	portico := measure(b, nodes[2], "portico_agent_", limit, ns, slices, agent,
+	portico := run("portico", nodes[2], "portico_agent_", agent,
 		agentArgs(nodes[2].Name, "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
-	porticoNFT := measure(b, nodes[6], "portico_agent_", limit, ns, slices, agent,
+	porticoNFT := run("portico-nft", nodes[6], "portico_agent_", agent,
 		agentArgs(nodes[6].Name, "--proxy-mode=nftables", "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
-	kubeProxy := measure(b, nodes[3], "kubeproxy_", limit, ns, slices, bins.KubeProxy, kubeProxyArgs(nodes[3], "iptables")...)
-	kubeProxyNFT := measure(b, nodes[7], "kubeproxy_", limit, ns, slices, bins.KubeProxy, kubeProxyArgs(nodes[7], "nftables")...)
+	kubeProxy := run("kube-proxy", nodes[3], "kubeproxy_", bins.KubeProxy, kubeProxyArgs(nodes[3], "iptables")...)
+	kubeProxyNFT := run("kube-proxy-nft", nodes[7], "kubeproxy_", bins.KubeProxy, kubeProxyArgs(nodes[7], "nftables")...)
 	b.StopTimer()
 
-	report(b, "", portico, kubeProxy)
-	report(b, "-nft", porticoNFT, kubeProxyNFT)
+	if len(only) == 0 {
+		report(b, "", portico, kubeProxy)
+		report(b, "-nft", porticoNFT, kubeProxyNFT)
+	}
 	b.Logf("%d x 10: first full sync / one-endpoint change / RSS\n"+
 		"  kube-proxy iptables  %8s %10s %6.1f MB\n  kube-proxy nftables  %8s %10s %6.1f MB\n"+
 		"  portico iptables     %8s %10s %6.1f MB\n  portico nftables     %8s %10s %6.1f MB", services,
@@ -195,6 +213,7 @@ func report(b *testing.B, mode string, portico, kubeProxy syncFigures) {
 // the following sync, reads the proxy's RSS and stops it.
 func measure(b *testing.B, node *netlab.Node, prefix string, limit time.Duration, ns string, epSlices []*discoveryv1.EndpointSlice, bin string, args ...string) syncFigures {
 	b.Helper()
+	load := loadAverage()
 	p, err := node.Start(bin, args...)
 	if err != nil {
 		b.Fatal(err)
@@ -246,7 +265,7 @@ func measure(b *testing.B, node *netlab.Node, prefix string, limit time.Duration
 	}
 	f.rssMB = rssMB(p.Pid())
 	f.mem = readMem(node, p.Pid(), bin)
-	b.Logf("%s: full sync %s, one-endpoint sync %s, RSS %.1f MB: %s", node.Name, f.full.Round(time.Millisecond), f.partial.Round(10*time.Microsecond), f.rssMB, f.mem)
+	b.Logf("%s: full sync %s, one-endpoint sync %s, RSS %.1f MB: %s; load average %s at the start, %s at the end", node.Name, f.full.Round(time.Millisecond), f.partial.Round(10*time.Microsecond), f.rssMB, f.mem, load, loadAverage())
 	return f
 }
 
@@ -399,6 +418,16 @@ func scrapeMetrics(node *netlab.Node, prefix string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load averages (the figures depend on what
+// else runs).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 // rssMB reads VmRSS of pid.
