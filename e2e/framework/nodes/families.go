@@ -82,15 +82,7 @@ func (c *Cluster) RootAddr(f corev1.IPFamily) netip.Addr {
 
 // Addrs are the node's InternalIPs (kubelet --node-ip), in the cluster's family order.
 func (n *Node) Addrs() []netip.Addr {
-	var as []netip.Addr
-	for _, f := range n.families {
-		if f == corev1.IPv6Protocol {
-			as = append(as, n.Lab.Addr6)
-		} else {
-			as = append(as, n.Lab.Addr)
-		}
-	}
-	return as
+	return inFamilyOrder(n.families, n.Lab.Addr, n.Lab.Addr6)
 }
 
 // Addr is the node's InternalIP of family f, or the zero Addr.
@@ -106,15 +98,20 @@ func (n *Node) Addr(f corev1.IPFamily) netip.Addr {
 // PodCIDRs are the node's pod CIDRs (Node.spec.podCIDRs), in the cluster's family order: the
 // lab's, which every other LAN host routes via the node.
 func (n *Node) PodCIDRs() []netip.Prefix {
-	var ps []netip.Prefix
-	for _, f := range n.families {
+	return inFamilyOrder(n.families, n.Lab.PodCIDR, n.Lab.PodCIDR6)
+}
+
+// inFamilyOrder is v4 and v6, one per family of families, in their order.
+func inFamilyOrder[T any](families []corev1.IPFamily, v4, v6 T) []T {
+	var out []T
+	for _, f := range families {
 		if f == corev1.IPv6Protocol {
-			ps = append(ps, n.Lab.PodCIDR6)
+			out = append(out, v6)
 		} else {
-			ps = append(ps, n.Lab.PodCIDR)
+			out = append(out, v4)
 		}
 	}
-	return ps
+	return out
 }
 
 func joinAddrs[T fmt.Stringer](xs []T) string {

@@ -37,6 +37,10 @@ type Config struct {
 	Neighbors []Neighbor
 	// Debug has bird log every protocol's debug messages.
 	Debug bool
+	// HashPorts has the router's kernel spread flows over ECMP next hops by their ports too
+	// (fib_multipath_hash_policy=1, IPv4 and IPv6), so that one client's connections reach
+	// every announcing node; by default the kernel hashes addresses only.
+	HashPorts bool
 }
 
 // BFD is bird's BFD interval (receive and transmit) and detection multiplier.
@@ -186,6 +190,11 @@ func Start(ctx context.Context, h *netlab.Host, dir string, c Config) (*Bird, er
 	}
 	if _, err := exec.LookPath("birdc"); err != nil {
 		return nil, errors.New("birdc not found: apt-get install -y bird2 (or make prereqs)")
+	}
+	if c.HashPorts {
+		if _, err := h.Exec(ctx, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1"); err != nil {
+			return nil, fmt.Errorf("hashing ECMP flows by port: %w", err)
+		}
 	}
 	b := &Bird{Host: h, conf: filepath.Join(dir, "bird.conf"), sock: filepath.Join(dir, "bird.ctl")}
 	if err := b.write(c); err != nil {

@@ -130,13 +130,8 @@ func startBird(ctx context.Context) error {
 			router.Neighbor{Name: fmt.Sprintf("n%d_6", i), Addr: n.Addr6, ASN: nodeASN, Password: password, BFD: true})
 	}
 	var err error
-	shared.bird, err = router.Start(ctx, routerHost(), shared.Dir, router.Config{ASN: routerASN, Neighbors: ns})
+	shared.bird, err = router.Start(ctx, routerHost(), shared.Dir, router.Config{ASN: routerASN, Neighbors: ns, HashPorts: true})
 	if err != nil {
-		return err
-	}
-	// Spread flows over the ECMP next hops by port too, so one client's connections reach
-	// every node.
-	if _, err := routerHost().Exec(ctx, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1"); err != nil {
 		return err
 	}
 	shared.outside, err = router.AddOutside(ctx, shared.Lab, routerHost(), netip.MustParsePrefix(poolV4), netip.MustParsePrefix(poolV6))

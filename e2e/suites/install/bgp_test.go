@@ -46,11 +46,8 @@ func TestInstallBGP(t *testing.T) {
 		nodeHosts, nodeAddrs = append(nodeHosts, &n.Lab.Host), append(nodeAddrs, n.Lab.Addr)
 	}
 	slices.SortFunc(nodeAddrs, netip.Addr.Compare)
-	bird, err := router.Start(ctx, rh, t.TempDir(), router.Config{ASN: bgpRouterASN, Neighbors: neighbors})
+	bird, err := router.Start(ctx, rh, t.TempDir(), router.Config{ASN: bgpRouterASN, Neighbors: neighbors, HashPorts: true})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rh.Exec(ctx, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
 		t.Fatal(err)
 	}
 	outside, err := router.AddOutside(ctx, c.Lab, rh, netip.MustParsePrefix(bgpPool))

@@ -103,11 +103,8 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	for _, n := range c.Nodes {
 		neighbors = append(neighbors, router.Neighbor{Name: n.Name, Addr: n.Lab.Addr, ASN: nodeASN})
 	}
-	bird, err := router.Start(ctx, rh, t.TempDir(), router.Config{ASN: routerASN, Neighbors: neighbors})
+	bird, err := router.Start(ctx, rh, t.TempDir(), router.Config{ASN: routerASN, Neighbors: neighbors, HashPorts: true})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rh.Exec(ctx, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
 		t.Fatal(err)
 	}
 	outside, err := router.AddOutside(ctx, c.Lab, rh, netip.MustParsePrefix(switchRouted))

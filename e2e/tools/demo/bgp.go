@@ -50,16 +50,12 @@ func (d *demo) startRouter() error {
 	step(fmt.Sprintf("Starting bird2 in the router namespace (%s, AS %d) and a client behind the router", rt.Addr, routerASN))
 	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
 	defer cancel()
-	bird, err := router.Start(ctx, rt, d.dir, router.Config{ASN: routerASN, Neighbors: ns})
+	// HashPorts: one client's connections reach both nodes.
+	bird, err := router.Start(ctx, rt, d.dir, router.Config{ASN: routerASN, Neighbors: ns, HashPorts: true})
 	if err != nil {
 		return err
 	}
 	d.bird = bird
-	// Spread flows over the ECMP next hops by their ports too, so that one client's
-	// connections reach both nodes.
-	if _, err := rt.Exec(d.ctx, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"); err != nil {
-		return err
-	}
 	// The outside client reaches the LAN, VIPs included, only through the router; the nodes
 	// send its replies back the same way.
 	if d.outside, err = router.AddOutside(d.ctx, l, rt, l.LANPrefix()); err != nil {
