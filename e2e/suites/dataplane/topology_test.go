@@ -106,9 +106,21 @@ func testTrafficDistribution(t *testing.T) {
 	check("PreferSameZone from zone-b", from2, zone, b1)
 	check("PreferSameNode from node2", from2, node, b1)
 	check("PreferSameNode from node1", from1, node, a1, a2)
-	if got := e.servers(from1, spread, 30); len(got) != 3 {
-		t.Errorf("no trafficDistribution: answered by %v, want all three endpoints", got)
-	}
+	// The EndpointSlice controller writes spread's slice on its own schedule (the hints waited
+	// for above are zone's and node's): wait for its three endpoints, then for the agent.
+	e.eventually("spread's three ready endpoints", 30*time.Second, func() error {
+		n, err := e.countEndpoints("spread", func(discoveryv1.Endpoint) bool { return true })
+		if err == nil && n != 3 {
+			err = fmt.Errorf("%d of 3 endpoints", n)
+		}
+		return err
+	})
+	e.eventually("no trafficDistribution: every endpoint answers", 20*time.Second, func() error {
+		if got := e.servers(from1, spread, 30); len(got) != 3 {
+			return fmt.Errorf("answered by %v, want all three endpoints", got)
+		}
+		return nil
+	})
 
 	// b1 is no longer ready: zone-b has no endpoint hinted for it, so node2 uses every endpoint.
 	pod, err := e.cs.CoreV1().Pods(e.ns).Get(e.ctx, "b1", metav1.GetOptions{})
