@@ -409,6 +409,26 @@ func ParseProtocolState(name, out string) (string, error) {
 	return "", fmt.Errorf("no BGP state for %s in:\n%s", name, out)
 }
 
+// SameSince tells whether two readings of one protocol's "state since info" (the columns after
+// the table of a `birdc show protocols` line, e.g. "up 02:32:06.150 Established") show the same
+// session: the same state and info, entered at the same time within 50 ms. Bird prints a state's
+// time in milliseconds converted from its monotonic clock at each call, so an untouched
+// session's time can move by a millisecond between two readings; a reset session's time moves
+// by the seconds the reset took.
+func SameSince(a, b string) bool {
+	fa, fb := strings.Fields(a), strings.Fields(b)
+	if len(fa) < 2 || len(fb) < 2 || !slices.Equal(append([]string{fa[0]}, fa[2:]...), append([]string{fb[0]}, fb[2:]...)) {
+		return false
+	}
+	ta, errA := time.Parse("15:04:05.000", fa[1])
+	tb, errB := time.Parse("15:04:05.000", fb[1])
+	if errA != nil || errB != nil {
+		return fa[1] == fb[1]
+	}
+	d := ta.Sub(tb)
+	return d <= 50*time.Millisecond && d >= -50*time.Millisecond
+}
+
 // ParseRoutes parses `birdc show route <prefix> all`: a route starts with a line holding
 // "unicast [proto ..." (the first one also names the prefix), followed by an indented
 // "via ADDR on IF" line and attribute lines "Name: value".

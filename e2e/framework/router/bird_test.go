@@ -112,3 +112,22 @@ func TestRender(t *testing.T) {
 		}
 	}
 }
+
+func TestSameSince(t *testing.T) {
+	base := "up 02:32:06.150 Established"
+	for _, tc := range []struct {
+		other string
+		same  bool
+	}{
+		{"up 02:32:06.151 Established", true}, // bird's millisecond jitter
+		{"up 02:32:06.149 Established", true},
+		{"up 02:32:07.402 Established", false}, // reset
+		{"start 02:32:06.150 Connect", false},
+		{"up 02:32:06.150 Idle", false},
+		{"", false},
+	} {
+		if got := SameSince(tc.other, base); got != tc.same {
+			t.Errorf("SameSince(%q, %q) = %v, want %v", tc.other, base, got, tc.same)
+		}
+	}
+}

@@ -251,11 +251,12 @@ func otherSessions(tb testing.TB, n *netlab.Node) map[string]string {
 	return got
 }
 
-// sessionsChanged names the sessions whose state or since-time differ ("" when none did).
+// sessionsChanged names the sessions whose state or since-time differ ("" when none did; bird's
+// millisecond jitter in an untouched session's time is no change, see router.SameSince).
 func sessionsChanged(before, after map[string]string) string {
 	var changed []string
 	for node, b := range before {
-		if a := after[node]; a != b {
+		if a := after[node]; !router.SameSince(a, b) {
 			changed = append(changed, fmt.Sprintf("%s's session %q, before the cut %q", node, a, b))
 		}
 	}

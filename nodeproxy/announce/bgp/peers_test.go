@@ -157,28 +157,14 @@ func (rl *routerLab) protoSince(t *testing.T, names ...string) []string {
 	return out
 }
 
-// sameSince tells whether two protoSince readings show the same sessions: the same states,
-// entered at the same times within 50 ms (bird prints a state's time in milliseconds converted
-// from its monotonic clock at each call, so one session's time can move by a millisecond
-// between two readings; a reset session's time moves by the seconds it took).
+// sameSince tells whether two protoSince readings show the same sessions (router.SameSince for
+// each protocol).
 func sameSince(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		fa, fb := strings.Fields(a[i]), strings.Fields(b[i])
-		if len(fa) < 2 || len(fb) < 2 || !slices.Equal(append([]string{fa[0]}, fa[2:]...), append([]string{fb[0]}, fb[2:]...)) {
-			return false
-		}
-		ta, errA := time.Parse("15:04:05.000", fa[1])
-		tb, errB := time.Parse("15:04:05.000", fb[1])
-		if errA != nil || errB != nil {
-			if fa[1] != fb[1] {
-				return false
-			}
-			continue
-		}
-		if d := ta.Sub(tb); d > 50*time.Millisecond || d < -50*time.Millisecond {
+		if !router.SameSince(a[i], b[i]) {
 			return false
 		}
 	}
@@ -190,23 +176,6 @@ func checkAdvertised(t *testing.T, st bgp.Status, want map[netip.Addr]int) {
 	for _, p := range st.Peers {
 		if n, ok := want[p.Address]; ok && p.Advertised != n {
 			t.Errorf("peer %s: %d prefixes advertised, want %d", p.Address, p.Advertised, n)
-		}
-	}
-}
-
-func TestSameSince(t *testing.T) {
-	base := []string{"up 02:32:06.150 Established", "up 02:32:06.374 Established"}
-	for _, tc := range []struct {
-		other []string
-		same  bool
-	}{
-		{[]string{"up 02:32:06.151 Established", "up 02:32:06.374 Established"}, true}, // bird's millisecond jitter
-		{[]string{"up 02:32:07.402 Established", "up 02:32:06.374 Established"}, false},
-		{[]string{"start 02:32:06.150 Connect", "up 02:32:06.374 Established"}, false},
-		{base[:1], false},
-	} {
-		if got := sameSince(tc.other, base); got != tc.same {
-			t.Errorf("sameSince(%v, %v) = %v, want %v", tc.other, base, got, tc.same)
 		}
 	}
 }
