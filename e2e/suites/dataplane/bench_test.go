@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,9 +19,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
@@ -420,9 +425,28 @@ func createBenchObjects(b *testing.B, ns string, n, eps int) []*discoveryv1.Endp
 	return out
 }
 
-// createWorkers is how many Services (each with its EndpointSlice) are created at once: the API
-// server and etcd batch concurrent writes, so more requests in flight use a starved CPU better.
-const createWorkers = 32
+// createWorkers is how many Services (each with its EndpointSlice) are created at once. More do
+// not help: object creation is bound by the API server's CPU (about 25-30 ms of apiserver, etcd and
+// client CPU per Service and slice, over JSON), and on a loaded machine 32 requests at once made
+// Service creates run past the API server's 60 s request timeout.
+const createWorkers = 8
+
+// createRetrying runs create, again after an API server timeout or overload (the object may then
+// exist already, which counts as created).
+func createRetrying(ctx context.Context, create func() error) error {
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 6}
+	retried := false
+	err := retry.OnError(backoff, func(err error) bool {
+		retriable := apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			errors.Is(err, context.DeadlineExceeded) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+		retried = retried || retriable
+		return retriable && ctx.Err() == nil
+	}, create)
+	if retried && apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
 
 func createBenchService(ctx context.Context, cs kubernetes.Interface, ns string, i, eps int, out []*discoveryv1.EndpointSlice) error {
 	name := fmt.Sprintf("s%05d", i)
@@ -432,7 +456,10 @@ func createBenchService(ctx context.Context, cs kubernetes.Interface, ns string,
 			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
 		}},
 	}
-	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if err := createRetrying(ctx, func() error {
+		_, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return fmt.Errorf("creating service %s: %w", name, err)
 	}
 	port, portName, proto := int32(8080), "http", corev1.ProtocolTCP
@@ -454,9 +481,21 @@ func createBenchService(ctx context.Context, cs kubernetes.Interface, ns string,
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 		})
 	}
-	created, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
-	if err != nil {
+	var created *discoveryv1.EndpointSlice
+	if err := createRetrying(ctx, func() error {
+		c, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
+		if err == nil {
+			created = c
+		}
+		return err
+	}); err != nil {
 		return fmt.Errorf("creating endpoint slice %s: %w", name, err)
+	}
+	if created == nil { // created by a request that timed out
+		var err error
+		if created, err = cs.DiscoveryV1().EndpointSlices(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("reading endpoint slice %s: %w", name, err)
+		}
 	}
 	out[i] = created
 	return nil
