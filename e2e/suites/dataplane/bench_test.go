@@ -179,8 +179,9 @@ func benchSync(b *testing.B, services int) {
 	}
 	start := time.Now()
 	progress(b, "creating %d Services and EndpointSlices; load average %s", services, loadAverage())
+	cpu := controlPlaneCPU()
 	slices := createBenchObjects(b, ns, services, 10)
-	progress(b, "created %d Services and EndpointSlices in %s; load average %s", services, time.Since(start).Round(time.Millisecond), loadAverage())
+	progress(b, "created %d Services and EndpointSlices in %s, using %s; load average %s", services, time.Since(start).Round(time.Millisecond), cpuSince(cpu), loadAverage())
 	defer deleteBenchObjects(b, ns)
 
 	limit := 10 * time.Minute
@@ -562,6 +563,40 @@ func loadAverage() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "unknown"
+}
+
+// controlPlaneCPU is the CPU seconds used so far by each control-plane process and by this one.
+func controlPlaneCPU() map[string]float64 {
+	pids := shared.cluster.PIDs()
+	pids["benchmark"] = os.Getpid()
+	out := map[string]float64{}
+	for name, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which ends at the last ')': utime and stime are
+		// the 12th and 13th, in clock ticks (100 per second on Linux).
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		user, _ := strconv.ParseFloat(f[11], 64)
+		sys, _ := strconv.ParseFloat(f[12], 64)
+		out[name] = (user + sys) / 100
+	}
+	return out
+}
+
+// cpuSince describes the CPU seconds each process used since before.
+func cpuSince(before map[string]float64) string {
+	var parts []string
+	for name, s := range controlPlaneCPU() {
+		parts = append(parts, fmt.Sprintf("%s %.1f s", name, s-before[name]))
+	}
+	slices.Sort(parts)
+	return "CPU " + strings.Join(parts, ", ")
 }
 
 // rssMB reads VmRSS of pid.
