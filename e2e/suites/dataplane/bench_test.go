@@ -3,6 +3,7 @@ package dataplane_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,13 +13,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
@@ -38,9 +43,16 @@ const agentEnv = "PORTICO_BENCH_AGENT"
 // portico, portico-nft, kube-proxy, kube-proxy-nft); reported figures come from runs of all four.
 const onlyEnv = "PORTICO_BENCH_ONLY"
 
-// limitEnv overrides how long each proxy may take for its first sync (10m; 30m at 10,000
-// Services); a proxy stopped at the limit is reported as taking at least that long.
+// limitEnv overrides how long each proxy may take for its first sync, and for each sync after a
+// one-endpoint change (10m; 30m at 10,000 Services); a proxy stopped at the limit is reported as
+// taking at least that long.
 const limitEnv = "PORTICO_BENCH_LIMIT"
+
+// logEnv names a file the benchmark appends its progress and each proxy's figures to, line by
+// line as they are measured. The figures are also written to stderr at once (testing buffers
+// b.Logf of a benchmark until it ends, without -v), so a run that is interrupted or times out
+// keeps what it measured.
+const logEnv = "PORTICO_BENCH_LOG"
 
 // BenchmarkSync compares portico-agent with kube-proxy v1.36.3, each in iptables and in
 // nftables mode, on the same objects: Services with 10 endpoints each, ClusterIP only. Each
@@ -60,9 +72,23 @@ func BenchmarkSync(b *testing.B) {
 
 type syncFigures struct {
 	full, partial time.Duration
+	changes       []time.Duration // each one-endpoint change's sync, in order
 	rssMB         float64
 	mem           memBreakdown
 	timedOut      bool
+	load          string // load averages at the start and end of the measurement
+}
+
+func (f syncFigures) String() string {
+	if f.timedOut {
+		return fmt.Sprintf("first full sync not done after %s (RSS %.1f MB then)", f.full.Round(time.Second), f.rssMB)
+	}
+	changes := make([]string, len(f.changes))
+	for i, d := range f.changes {
+		changes[i] = d.Round(10 * time.Microsecond).String()
+	}
+	return fmt.Sprintf("first full sync %s, one-endpoint change %s (median of %s), RSS %.1f MB: %s; load average %s",
+		f.full.Round(time.Millisecond), f.partial.Round(10*time.Microsecond), strings.Join(changes, " "), f.rssMB, f.mem, f.load)
 }
 
 // memBreakdown is where a proxy's RSS lies: anonymous memory (heap, stacks, runtime) against
@@ -114,6 +140,34 @@ func readMem(node *netlab.Node, pid int, bin string) memBreakdown {
 	return m
 }
 
+// progress logs a line of the benchmark and writes it out at once: to stderr (unless -v, where
+// b.Logf already streams) and to the file named by logEnv, with the wall-clock time.
+func progress(b *testing.B, format string, args ...any) {
+	b.Helper()
+	b.Logf(format, args...)
+	line := fmt.Sprintf("%s %s: %s\n", time.Now().UTC().Format(time.TimeOnly), b.Name(), fmt.Sprintf(format, args...))
+	if !testing.Verbose() {
+		fmt.Fprint(os.Stderr, line)
+	}
+	if path := os.Getenv(logEnv); path != "" {
+		if err := appendLine(path, line); err != nil {
+			b.Logf("writing %s: %v", path, err)
+		}
+	}
+}
+
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func benchSync(b *testing.B, services int) {
 	setup(b)
 	ctx := context.Background()
@@ -122,8 +176,10 @@ func benchSync(b *testing.B, services int) {
 		b.Fatal(err)
 	}
 	start := time.Now()
+	progress(b, "creating %d Services and EndpointSlices; load average %s", services, loadAverage())
+	cpu := controlPlaneCPU()
 	slices := createBenchObjects(b, ns, services, 10)
-	b.Logf("created %d Services and EndpointSlices in %s", services, time.Since(start).Round(time.Millisecond))
+	progress(b, "created %d Services and EndpointSlices in %s, using %s; load average %s", services, time.Since(start).Round(time.Millisecond), cpuSince(cpu), loadAverage())
 	defer deleteBenchObjects(b, ns)
 
 	limit := 10 * time.Minute
@@ -165,22 +221,26 @@ func benchSync(b *testing.B, services int) {
 		if len(only) > 0 && !only[column] {
 			return syncFigures{}
 		}
-		return measure(b, node, prefix, limit, ns, slices, bin, args...)
+		progress(b, "%s on %s: starting; load average %s", column, node.Name, loadAverage())
+		f := measure(b, column, node, prefix, limit, ns, slices, bin, args...)
+		progress(b, "%s on %s: %s", column, node.Name, f)
+		return f
 	}
 	b.ResetTimer()
-	portico := run("portico", nodes[2], "portico_agent_", agent,
-		agentArgs(nodes[2].Name, "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
+	// The nftables pair first: the targets are about them, and a run cut short keeps them.
 	porticoNFT := run("portico-nft", nodes[6], "portico_agent_", agent,
 		agentArgs(nodes[6].Name, "--proxy-mode=nftables", "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
-	kubeProxy := run("kube-proxy", nodes[3], "kubeproxy_", bins.KubeProxy, kubeProxyArgs(nodes[3], "iptables")...)
 	kubeProxyNFT := run("kube-proxy-nft", nodes[7], "kubeproxy_", bins.KubeProxy, kubeProxyArgs(nodes[7], "nftables")...)
+	portico := run("portico", nodes[2], "portico_agent_", agent,
+		agentArgs(nodes[2].Name, "--iptables-sync-period=1h", "--iptables-min-sync-period=0")...)
+	kubeProxy := run("kube-proxy", nodes[3], "kubeproxy_", bins.KubeProxy, kubeProxyArgs(nodes[3], "iptables")...)
 	b.StopTimer()
 
 	if len(only) == 0 {
 		report(b, "", portico, kubeProxy)
 		report(b, "-nft", porticoNFT, kubeProxyNFT)
 	}
-	b.Logf("%d x 10: first full sync / one-endpoint change / RSS\n"+
+	progress(b, "%d x 10: first full sync / one-endpoint change / RSS\n"+
 		"  kube-proxy iptables  %8s %10s %6.1f MB\n  kube-proxy nftables  %8s %10s %6.1f MB\n"+
 		"  portico iptables     %8s %10s %6.1f MB\n  portico nftables     %8s %10s %6.1f MB", services,
 		kubeProxy.full.Round(time.Millisecond), kubeProxy.partial.Round(10*time.Microsecond), kubeProxy.rssMB,
@@ -211,7 +271,7 @@ func report(b *testing.B, mode string, portico, kubeProxy syncFigures) {
 
 // measure runs one proxy in node until its first full sync, changes one endpoint, waits for
 // the following sync, reads the proxy's RSS and stops it.
-func measure(b *testing.B, node *netlab.Node, prefix string, limit time.Duration, ns string, epSlices []*discoveryv1.EndpointSlice, bin string, args ...string) syncFigures {
+func measure(b *testing.B, column string, node *netlab.Node, prefix string, limit time.Duration, ns string, epSlices []*discoveryv1.EndpointSlice, bin string, args ...string) syncFigures {
 	b.Helper()
 	load := loadAverage()
 	p, err := node.Start(bin, args...)
@@ -228,11 +288,13 @@ func measure(b *testing.B, node *netlab.Node, prefix string, limit time.Duration
 		m = scrape()
 		if m["sync_full_proxy_rules_duration_seconds_count"] >= 1 {
 			f.full = time.Duration(m["sync_full_proxy_rules_duration_seconds_sum"] * float64(time.Second))
+			progress(b, "%s on %s: first full sync %s (%s after the start); load average %s", column, node.Name, f.full.Round(time.Millisecond), time.Since(began).Round(time.Millisecond), loadAverage())
 			break
 		}
 		if time.Now().After(deadline) {
 			f.full, f.timedOut = time.Since(began), true
 			f.rssMB = rssMB(p.Pid())
+			progress(b, "%s on %s: first full sync not done after %s, RSS %.1f MB; load average %s", column, node.Name, limit, f.rssMB, loadAverage())
 			return f
 		}
 		select {
@@ -245,27 +307,41 @@ func measure(b *testing.B, node *netlab.Node, prefix string, limit time.Duration
 	// the sync after each change; the figure is the median of oneEndpointChanges.
 	time.Sleep(2 * time.Second)
 	var partials []time.Duration
-	for range oneEndpointChanges {
+	for i := range oneEndpointChanges {
 		m = scrape()
 		count, sum := m["sync_partial_proxy_rules_duration_seconds_count"], m["sync_partial_proxy_rules_duration_seconds_sum"]
 		changeOneEndpoint(b, ns, epSlices)
-		for time.Now().Before(deadline) {
+		changed := time.Now()
+		synced := false
+		// Each change has the limit to be synced in (a slow proxy's last changes are not cut
+		// short by the time its first sync took).
+		for !synced && time.Since(changed) < limit {
 			m = scrape()
 			if n := m["sync_partial_proxy_rules_duration_seconds_count"]; n > count {
-				partials = append(partials, time.Duration((m["sync_partial_proxy_rules_duration_seconds_sum"]-sum)/(n-count)*float64(time.Second)))
-				break
+				d := time.Duration((m["sync_partial_proxy_rules_duration_seconds_sum"] - sum) / (n - count) * float64(time.Second))
+				partials = append(partials, d)
+				progress(b, "%s on %s: one-endpoint change %d synced in %s (%v syncs); load average %s", column, node.Name, i+1, d.Round(10*time.Microsecond), n-count, loadAverage())
+				synced = true
+				continue
 			}
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-p.Done():
+				b.Fatalf("%s exited: %s", bin, tail(p.Output()))
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if !synced {
+			progress(b, "%s on %s: one-endpoint change %d not synced after %s", column, node.Name, i+1, limit)
 		}
 	}
 	if len(partials) > 0 {
+		f.changes = slices.Clone(partials)
 		slices.Sort(partials)
 		f.partial = partials[len(partials)/2]
-		b.Logf("%s: one-endpoint syncs %v", node.Name, partials)
 	}
 	f.rssMB = rssMB(p.Pid())
 	f.mem = readMem(node, p.Pid(), bin)
-	b.Logf("%s: full sync %s, one-endpoint sync %s, RSS %.1f MB: %s; load average %s at the start, %s at the end", node.Name, f.full.Round(time.Millisecond), f.partial.Round(10*time.Microsecond), f.rssMB, f.mem, load, loadAverage())
+	f.load = load + " at the start, " + loadAverage() + " at the end"
 	return f
 }
 
@@ -300,25 +376,43 @@ func changeOneEndpoint(b *testing.B, ns string, slices []*discoveryv1.EndpointSl
 func createBenchObjects(b *testing.B, ns string, n, eps int) []*discoveryv1.EndpointSlice {
 	b.Helper()
 	ctx := context.Background()
+	// Protobuf rather than the clientset's JSON: the API server spends less CPU decoding and
+	// encoding each object (the objects are the same).
+	cfg := shared.cluster.Config()
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
 	out := make([]*discoveryv1.EndpointSlice, n)
 	var wg sync.WaitGroup
 	errc := make(chan error, 1)
 	work := make(chan int)
-	for range 8 {
+	var done atomic.Int64
+	start := time.Now()
+	for range createWorkers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if err := createBenchService(ctx, ns, i, eps, out); err != nil {
+				if err := createBenchService(ctx, cs, ns, i, eps, out); err != nil {
 					select {
 					case errc <- err:
 					default:
 					}
+					continue
+				}
+				if d := done.Add(1); d%1000 == 0 && int(d) < n {
+					progress(b, "created %d of %d in %s; load average %s", d, n, time.Since(start).Round(time.Second), loadAverage())
 				}
 			}
 		}()
 	}
 	for i := range n {
+		if len(errc) > 0 {
+			break
+		}
 		work <- i
 	}
 	close(work)
@@ -331,7 +425,39 @@ func createBenchObjects(b *testing.B, ns string, n, eps int) []*discoveryv1.Endp
 	return out
 }
 
-func createBenchService(ctx context.Context, ns string, i, eps int, out []*discoveryv1.EndpointSlice) error {
+// createWorkers is how many Services (each with its EndpointSlice) are created at once. More do
+// not help: object creation is bound by the control plane's CPU (about 21 ms per Service and
+// slice: 1,000 of them took the API server 13.6 s, etcd 3.9 s, the controller manager 1.5 s and
+// this process 1.6 s), and on a loaded machine 32 requests at once made Service creates run past
+// the API server's 60 s request timeout.
+const createWorkers = 8
+
+// createRetryPause is the pause before a create is tried again.
+var createRetryPause = 5 * time.Second
+
+// createRetrying runs create, again after an API server timeout or overload, for up to an hour
+// (the object may then exist already, which counts as created). On a machine where the control
+// plane gets a small share of the CPU (nice 19 beside a CI run, load average 40-85), creates ran
+// past the API server's 60 s request timeout several times in a row.
+func createRetrying(ctx context.Context, create func() error) error {
+	deadline := time.Now().Add(time.Hour)
+	retried := false
+	for {
+		err := create()
+		if retried && apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		retriable := apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			errors.Is(err, context.DeadlineExceeded) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
+		if err == nil || !retriable || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		retried = true
+		time.Sleep(createRetryPause)
+	}
+}
+
+func createBenchService(ctx context.Context, cs kubernetes.Interface, ns string, i, eps int, out []*discoveryv1.EndpointSlice) error {
 	name := fmt.Sprintf("s%05d", i)
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -339,7 +465,10 @@ func createBenchService(ctx context.Context, ns string, i, eps int, out []*disco
 			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP},
 		}},
 	}
-	if _, err := shared.cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+	if err := createRetrying(ctx, func() error {
+		_, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return fmt.Errorf("creating service %s: %w", name, err)
 	}
 	port, portName, proto := int32(8080), "http", corev1.ProtocolTCP
@@ -361,9 +490,21 @@ func createBenchService(ctx context.Context, ns string, i, eps int, out []*disco
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
 		})
 	}
-	created, err := shared.cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
-	if err != nil {
+	var created *discoveryv1.EndpointSlice
+	if err := createRetrying(ctx, func() error {
+		c, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
+		if err == nil {
+			created = c
+		}
+		return err
+	}); err != nil {
 		return fmt.Errorf("creating endpoint slice %s: %w", name, err)
+	}
+	if created == nil { // created by a request that timed out
+		var err error
+		if created, err = cs.DiscoveryV1().EndpointSlices(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("reading endpoint slice %s: %w", name, err)
+		}
 	}
 	out[i] = created
 	return nil
@@ -373,16 +514,18 @@ func createBenchService(ctx context.Context, ns string, i, eps int, out []*disco
 // in the same process do not program them.
 func deleteBenchObjects(b *testing.B, ns string) {
 	ctx := context.Background()
+	start := time.Now()
 	_ = shared.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Now().Before(deadline) {
 		l, err := shared.cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		if err == nil && len(l.Items) == 0 {
+			progress(b, "namespace %s emptied in %s", ns, time.Since(start).Round(time.Second))
 			return
 		}
 		time.Sleep(time.Second)
 	}
-	b.Logf("namespace %s still has Services after 10 minutes", ns)
+	progress(b, "namespace %s still has Services after 10 minutes", ns)
 }
 
 // scrapeMetrics reads prefix-ed metrics from the proxy's /metrics on port 10249 inside node.
@@ -428,6 +571,40 @@ func loadAverage() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "unknown"
+}
+
+// controlPlaneCPU is the CPU seconds used so far by each control-plane process and by this one.
+func controlPlaneCPU() map[string]float64 {
+	pids := shared.cluster.PIDs()
+	pids["benchmark"] = os.Getpid()
+	out := map[string]float64{}
+	for name, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which ends at the last ')': utime and stime are
+		// the 12th and 13th, in clock ticks (100 per second on Linux).
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		user, _ := strconv.ParseFloat(f[11], 64)
+		sys, _ := strconv.ParseFloat(f[12], 64)
+		out[name] = (user + sys) / 100
+	}
+	return out
+}
+
+// cpuSince describes the CPU seconds each process used since before.
+func cpuSince(before map[string]float64) string {
+	var parts []string
+	for name, s := range controlPlaneCPU() {
+		parts = append(parts, fmt.Sprintf("%s %.1f s", name, s-before[name]))
+	}
+	slices.Sort(parts)
+	return "CPU " + strings.Join(parts, ", ")
 }
 
 // rssMB reads VmRSS of pid.
