@@ -22,7 +22,7 @@ import (
 )
 
 func main() {
-	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables; portico-ipv6, iptables-ipv6, nftables-ipv6 (on an IPv6-first dual-stack cluster)")
+	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables; portico-ipv6, portico-bgp-ipv6, iptables-ipv6, nftables-ipv6 (on an IPv6-first dual-stack cluster)")
 	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
 	procs := flag.Int("procs", 5, "parallel ginkgo processes per column")
 	concurrent := flag.Int("concurrent", 1, "columns run at the same time, each on its own cluster")
