@@ -30,6 +30,7 @@ func main() {
 	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
 	timeout := flag.Duration("timeout", 0, "bound each column's ginkgo run (0: the selection's own bound); specs still running then are reported as interrupted")
 	from := flag.String("from", "", "instead of running: render the table from earlier runs' -out directories, a comma list of column=dir (e.g. portico=/tmp/a,iptables=/tmp/b); column=dir+dir2 takes the specs run again in dir2 (-rerun dir) in place of dir's")
+	focus := flag.String("focus", "", "run only the specs of the selection whose full text this regular expression matches (ginkgo's --focus; the IPv6 columns then add no dual-stack specs)")
 	rerun := flag.String("rerun", "", "run again, on a fresh cluster per column, the specs that failed in the earlier run whose -out directory this is (the selection is then those specs); columns without a failure there are left out")
 	flag.Parse()
 	if *from != "" {
@@ -38,12 +39,12 @@ func main() {
 		}
 		return
 	}
-	if err := run(*columns, *selection, *rerun, *procs, *concurrent, *timeout, *out, *readme); err != nil {
+	if err := run(*columns, *selection, *focus, *rerun, *procs, *concurrent, *timeout, *out, *readme); err != nil {
 		log.Fatalf("conformance: %v", err)
 	}
 }
 
-func run(columns, selection, rerun string, procs, concurrent int, timeout time.Duration, out, readme string) error {
+func run(columns, selection, focus, rerun string, procs, concurrent int, timeout time.Duration, out, readme string) error {
 	sel := conformance.Full
 	switch selection {
 	case "full":
@@ -54,6 +55,9 @@ func run(columns, selection, rerun string, procs, concurrent int, timeout time.D
 	}
 	if timeout > 0 {
 		sel.Timeout = timeout
+	}
+	if focus != "" {
+		sel.Name, sel.Focus, sel.LoadBalancers, sel.Exact = "specs matching "+focus, "("+sel.Focus+").*("+focus+")", "("+sel.LoadBalancers+").*("+focus+")", true
 	}
 	var cols []conformance.Column
 	sels := map[string]conformance.Selection{} // per column's Short
