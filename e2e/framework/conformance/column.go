@@ -53,11 +53,14 @@ var (
 	PorticoIPv6Column  = Column{Name: "Portico IPv6", Short: "portico-ipv6", IPv6: true}
 	IPTablesIPv6Column = Column{Name: "kube-proxy iptables IPv6", Short: "iptables-ipv6", KubeProxy: IPTables, IPv6: true}
 	NFTablesIPv6Column = Column{Name: "kube-proxy nftables IPv6", Short: "nftables-ipv6", KubeProxy: NFTables, IPv6: true}
-	Columns            = []Column{PorticoColumn, PorticoBGPColumn, IPTablesColumn, NFTablesColumn, PorticoIPv6Column, IPTablesIPv6Column, NFTablesIPv6Column}
+	// PorticoBGPIPv6Column is PorticoBGPColumn on the IPv6-first cluster: bird peers with
+	// every node over IPv4 and IPv6, each session carrying its family's VIPs.
+	PorticoBGPIPv6Column = Column{Name: "Portico BGP+ECMP IPv6", Short: "portico-bgp-ipv6", BGP: true, LoadBalancersOnly: true, IPv6: true}
+	Columns              = []Column{PorticoColumn, PorticoBGPColumn, IPTablesColumn, NFTablesColumn, PorticoIPv6Column, PorticoBGPIPv6Column, IPTablesIPv6Column, NFTablesIPv6Column}
 )
 
 // ColumnByName finds a column by its Name or its Short name: portico, portico-bgp, iptables,
-// nftables, portico-ipv6, iptables-ipv6, nftables-ipv6.
+// nftables, portico-ipv6, portico-bgp-ipv6, iptables-ipv6, nftables-ipv6.
 func ColumnByName(name string) (Column, error) {
 	var shorts []string
 	for _, c := range Columns {
@@ -141,7 +144,7 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 	if col.LoadBalancersOnly {
 		focus = o.Selection.LoadBalancers
 	}
-	if col.IPv6 {
+	if col.IPv6 && !col.LoadBalancersOnly && !o.Selection.Exact {
 		focus = "(" + focus + ")|(" + DualStackFocus + ")"
 	}
 	o.Logf("conformance: %s: cluster and installs ready after %s; running %s", col.Name, res.Setup.Round(time.Second), o.Selection.Name)

@@ -101,16 +101,23 @@ func TestKubeProxyColumn(t *testing.T) {
 	}
 }
 
-// TestBGPColumnRouting: the Portico BGP+ECMP column's set-up works: the chart's agents peer
-// with the router's bird2, the router's kernel routes an externalTrafficPolicy Local VIP
-// via exactly the nodes with a ready endpoint, the tester's connections reach the endpoint
-// of every such node (the router spreads them by ECMP) with the tester's own source address,
-// and a node that loses its endpoint leaves the route.
+// TestBGPColumnRouting: the Portico BGP+ECMP columns' set-up works, on the IPv4 cluster and
+// on the IPv6-first one (whose Services, and so their VIPs, are IPv6): the chart's agents
+// peer with the router's bird2, the router's kernel routes an externalTrafficPolicy Local
+// VIP via exactly the nodes with a ready endpoint, the tester's connections reach the
+// endpoint of every such node (the router spreads them by ECMP) with the tester's own source
+// address, and a node that loses its endpoint leaves the route.
 func TestBGPColumnRouting(t *testing.T) {
-	c := nodes.New(t, nodes.Options{Nodes: 2, Router: true}) // fails or skips naming the fix
+	for _, col := range []Column{PorticoBGPColumn, PorticoBGPIPv6Column} {
+		t.Run(col.Short, func(t *testing.T) { testBGPColumnRouting(t, col) })
+	}
+}
+
+func testBGPColumnRouting(t *testing.T, col Column) {
+	c := nodes.New(t, nodes.Options{Nodes: 2, Router: true, IPFamilies: col.Families()}) // fails or skips naming the fix
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	routing, err := InstallPortico(t.Logf)(ctx, c, PorticoBGPColumn)
+	routing, err := InstallPortico(t.Logf)(ctx, c, col)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,11 +156,19 @@ func TestBGPColumnRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The node addresses and the tester's source of the VIP's family.
+	nodeAddr, src := func(n *nodes.Node) netip.Addr { return n.Lab.Addr }, TesterAddr
+	if col.IPv6 {
+		nodeAddr, src = func(n *nodes.Node) netip.Addr { return n.Lab.Addr6 }, tester.Addr6
+	}
+	if vip.Is6() != col.IPv6 {
+		t.Fatalf("VIP %s: want the cluster's primary family", vip)
+	}
 	hops := func(want ...netip.Addr) {
 		t.Helper()
 		slices.SortFunc(want, netip.Addr.Compare)
 		err := wait.Poll(ctx, 100*time.Millisecond, 3*time.Minute, fmt.Sprintf("the router's kernel routes %s via %v", vip, want), func(context.Context) error {
-			got, err := router.KernelNextHops(c.Lab.Router(), netip.PrefixFrom(vip, 32))
+			got, err := router.KernelNextHops(c.Lab.Router(), netip.PrefixFrom(vip, vip.BitLen()))
 			if err != nil {
 				return err
 			}
@@ -166,7 +181,7 @@ func TestBGPColumnRouting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hops(c.Nodes[0].Lab.Addr, c.Nodes[1].Lab.Addr)
+	hops(nodeAddr(c.Nodes[0]), nodeAddr(c.Nodes[1]))
 
 	// Every node's own endpoint answers: the router spread the tester's connections.
 	seen := map[string]bool{}
@@ -176,8 +191,8 @@ func TestBGPColumnRouting(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if r.Client.Addr() != TesterAddr {
-			return wait.Stop(fmt.Errorf("the pod saw the client %s, want %s", r.Client, TesterAddr))
+		if r.Client.Addr() != src {
+			return wait.Stop(fmt.Errorf("the pod saw the client %s, want %s", r.Client, src))
 		}
 		seen[r.Server] = true
 		if len(seen) < 2 {
@@ -209,7 +224,7 @@ func TestBGPColumnRouting(t *testing.T) {
 		}
 		for _, n := range c.Nodes {
 			if n.Name == pods.Items[0].Spec.NodeName {
-				left = n.Lab.Addr
+				left = nodeAddr(n)
 			}
 		}
 		return nil

@@ -125,7 +125,53 @@ func TestColumns(t *testing.T) {
 	if got := strings.Join(names4, ","); got != "portico,portico-bgp,iptables,nftables" {
 		t.Errorf("IPv4 columns %s", got)
 	}
-	if got := strings.Join(names6, ","); got != "portico-ipv6,iptables-ipv6,nftables-ipv6" {
+	if got := strings.Join(names6, ","); got != "portico-ipv6,portico-bgp-ipv6,iptables-ipv6,nftables-ipv6" {
 		t.Errorf("IPv6 columns %s", got)
+	}
+}
+
+// TestRerun: the re-run selection names exactly the specs that failed (not those passed or
+// skipped while running), its focus matches them and no other, and the merged outcome shows
+// both runs in the table and the totals.
+func TestRerun(t *testing.T) {
+	earlier := []Spec{
+		{Name: "[sig-network] Services should pass", State: "passed"},
+		{Name: "[sig-network] Services should fail (once) [Slow]", State: "failed", Location: "service.go:1", Message: "context deadline exceeded"},
+		{Name: "[sig-network] Services needs a provider", State: "skipped", Message: "Only supported for providers [gce]"},
+		{Name: "[sig-network] Services should time out", State: "timedout", Message: "spec timeout"},
+	}
+	if _, ok := Rerun(earlier[:1], time.Hour); ok {
+		t.Error("a re-run of a run without failures")
+	}
+	sel, ok := Rerun(earlier, time.Hour)
+	if !ok || !sel.Exact || sel.Timeout != time.Hour || sel.Focus != sel.LoadBalancers {
+		t.Fatalf("Rerun = %+v, %v", sel, ok)
+	}
+	focus := regexp.MustCompile(sel.Focus)
+	for _, s := range earlier {
+		if want := !s.Passed() && s.State != "skipped"; focus.MatchString(s.Name) != want {
+			t.Errorf("focus %q matches %q: %v, want %v", sel.Focus, s.Name, !want, want)
+		}
+	}
+	again := []Spec{
+		{Name: earlier[1].Name, State: "passed", Time: 20 * time.Second},
+		{Name: earlier[3].Name, State: "failed", Location: "service.go:2", Message: "still broken"},
+	}
+	merged := MergeRerun(earlier, again)
+	if len(merged) != 4 || merged[1].Earlier == nil || merged[1].Earlier.State != "failed" || !merged[1].Passed() || merged[0].Earlier != nil {
+		t.Fatalf("merged = %+v", merged)
+	}
+	if earlier[1].State != "failed" {
+		t.Error("MergeRerun changed the earlier specs")
+	}
+	table := Table([]ColumnResult{{Column: PorticoColumn, Specs: merged, RerunTook: time.Minute}})
+	for _, want := range []string{
+		"| Services should fail (once) [Slow] | pass (20s); run again, first run: **FAILED** at service.go:1: context deadline exceeded |",
+		"| Services should time out | **FAILED** at service.go:2: still broken; run again, first run: **TIMEDOUT**: spec timeout |",
+		"- Portico: 2 passed, 1 failed, 1 skipped while running; specs 0s, cluster and installs 0s; 2 specs that failed were run again on a fresh cluster (1 passed then): specs 1m0s",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
 	}
 }

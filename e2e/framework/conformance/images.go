@@ -40,12 +40,30 @@ type Images struct {
 // All lists the images.
 func (im Images) All() []nodes.Image { return []nodes.Image{im.Agnhost, im.BusyBox, im.KubeProxy} }
 
+// WgetShim is the agnhost image's wget (/usr/local/bin, ahead of GNU wget's /usr/bin in
+// PATH): upstream's image has busybox's wget, which takes a bare IPv6 address as a URL
+// ("wget -T 5 -qO- fd00:c613:ff01::c800", as "should only allow access from service
+// loadbalancer source ranges" runs it in the IPv6 columns); GNU wget fails on it (exit 4)
+// and wants http://[ADDR]/, and busybox-static 1.35's wget crashes with -T. The shim
+// rewrites an argument that is a bare IPv6 address (two colons or more, no slash or bracket)
+// into that URL and runs GNU wget.
+const WgetShim = `#!/bin/bash
+args=()
+for a in "$@"; do
+	if [[ $a != -* && $a == *:*:* && $a != *[/[]* ]]; then
+		a="http://[$a]/"
+	fi
+	args+=("$a")
+done
+exec /usr/bin/wget "${args[@]}"
+`
+
 // BuildImages writes the images into dir, from the built programs and Debian's packages
 // (downloaded at the versions installed here, kept in Portico's cache):
 //   - agnhost as upstream's image has it where the specs look (/agnhost, entrypoint, and the
 //     tools the specs exec in it): bash as /bin/sh (busybox's sh runs its own nc and wget
-//     applets ahead of PATH), netcat-openbsd as nc, curl, GNU wget, iproute2's ss, and
-//     busybox's other applets (sleep, seq, nslookup, ...);
+//     applets ahead of PATH), netcat-openbsd as nc, curl, GNU wget (behind WgetShim),
+//     iproute2's ss, and busybox's other applets (sleep, seq, nslookup, ...);
 //   - busybox (the specs' default image): busybox-static and its applets;
 //   - kube-proxy at the cluster's version with iptables (xtables-nft-multi under the names
 //     kube-proxy runs, and its extensions) and nft.
@@ -95,6 +113,8 @@ func BuildImages(ctx context.Context, dir string, bins Binaries, log func(string
 	var ag ociimage.Layer
 	for _, err := range []error{
 		ag.AddHostFile("/agnhost", bins.Agnhost),
+		ag.AddDir("/usr/local/bin", 0o755, ociimage.Owner{}),
+		ag.AddFile("/usr/local/bin/wget", 0o755, []byte(WgetShim)),
 		ag.AddSymlink("/agnhost-2", "agnhost"),
 		ag.AddDir("/uploads", 0o755, ociimage.Owner{}),
 	} {

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/portico-lb/portico/e2e/framework/install"
@@ -37,18 +38,22 @@ func InstallPortico(logf func(string, ...any)) InstallProxy {
 				return 0, err
 			}
 			opts.NoAgent, opts.Announce, routing = true, []string{}, ViaEveryNode
-		case col.BGP && c.DualStack():
-			return 0, fmt.Errorf("the BGP column peers over IPv4 only: it runs on an IPv4 cluster")
 		case col.BGP:
 			bird, err := StartRouterBGP(ctx, c)
 			if err != nil {
 				return 0, err
 			}
 			opts.Announce, routing = []string{"bgp"}, ViaBGP
-			opts.Values = map[string]any{"bgpPeers": []any{map[string]any{"name": "router", "spec": map[string]any{
-				"peerAddress": bird.Host.Addr.String(), "peerASN": RouterASN, "myASN": NodeASN,
-				"holdTime": "9s", "keepaliveTime": "3s",
-			}}}}
+			// One BGPPeer per family of the cluster: the router's IPv4 address carries the
+			// IPv4 VIPs, its IPv6 address the IPv6 ones.
+			peers := []any{routerPeer("router", bird.Host.Addr)}
+			if c.DualStack() {
+				peers = append(peers, routerPeer("router-v6", bird.Host.Addr6))
+			}
+			opts.Values = map[string]any{"bgpPeers": peers}
+			if c.DualStack() {
+				opts.Values = dualStackValues(c, opts)
+			}
 			if _, err := install.Portico(ctx, c, opts); err != nil {
 				return 0, err
 			}
@@ -60,6 +65,14 @@ func InstallPortico(logf func(string, ...any)) InstallProxy {
 		_, err := install.Portico(ctx, c, opts)
 		return routing, err
 	}
+}
+
+// routerPeer is the chart's BGPPeer value for the lab router's address addr.
+func routerPeer(name string, addr netip.Addr) map[string]any {
+	return map[string]any{"name": name, "spec": map[string]any{
+		"peerAddress": addr.String(), "peerASN": RouterASN, "myASN": NodeASN,
+		"holdTime": "9s", "keepaliveTime": "3s",
+	}}
 }
 
 // dualStackValues are the chart values that make the pool dual-stack (Pool and Pool6,
@@ -91,10 +104,11 @@ func dualStackValues(c *nodes.Cluster, opts install.Options) map[string]any {
 }
 
 // StartRouterBGP runs bird2 in the lab's router namespace (e2e/framework/router) with an
-// IPv4 session to every node (router AS RouterASN, nodes NodeASN, no password, no BFD). Its
-// kernel protocol installs a route with all of its next hops (merge paths), so the router's
-// kernel spreads the flows to a VIP over every node that announces it. The lab stops bird
-// when the cluster closes.
+// IPv4 session to every node and, on a dual-stack cluster, an IPv6 session too (router AS
+// RouterASN, nodes NodeASN, no password, no BFD). Its kernel protocols install a route with
+// all of its next hops (merge paths), and the router's kernel spreads the flows to a VIP over
+// every node that announces it by a layer-4 hash (router.Config.HashPorts: one tester
+// address, many source ports). The lab stops bird when the cluster closes.
 func StartRouterBGP(ctx context.Context, c *nodes.Cluster) (*router.Bird, error) {
 	rt := c.Lab.Router()
 	if rt == nil {
@@ -103,19 +117,23 @@ func StartRouterBGP(ctx context.Context, c *nodes.Cluster) (*router.Bird, error)
 	var ns []router.Neighbor
 	for i, n := range c.Nodes {
 		ns = append(ns, router.Neighbor{Name: fmt.Sprintf("node%d", i+1), Addr: n.Lab.Addr, ASN: NodeASN})
+		if c.DualStack() {
+			ns = append(ns, router.Neighbor{Name: fmt.Sprintf("node%d_6", i+1), Addr: n.Lab.Addr6, ASN: NodeASN})
+		}
 	}
-	b, err := router.Start(ctx, rt, c.Dir, router.Config{ASN: RouterASN, Neighbors: ns})
+	b, err := router.Start(ctx, rt, c.Dir, router.Config{ASN: RouterASN, Neighbors: ns, HashPorts: true})
 	if err != nil {
 		return nil, fmt.Errorf("starting bird on the router: %w", err)
 	}
 	return b, nil
 }
 
-// WaitSessions waits until bird's session with every node of c is Established.
+// WaitSessions waits until every session of bird (StartRouterBGP: one per node and family of
+// c) is Established.
 func WaitSessions(ctx context.Context, b *router.Bird, c *nodes.Cluster, within time.Duration) error {
-	for i := range c.Nodes {
-		name := fmt.Sprintf("node%d", i+1)
-		err := wait.Poll(ctx, 200*time.Millisecond, within, "bird's session with "+name+" Established", func(ctx context.Context) error {
+	for _, n := range b.Config().Neighbors {
+		name := n.Name
+		err := wait.Poll(ctx, 200*time.Millisecond, within, "bird's session "+name+" with "+n.Addr.String()+" Established", func(ctx context.Context) error {
 			st, err := b.ProtocolState(ctx, name)
 			if err != nil {
 				return err

@@ -44,6 +44,8 @@ type Spec struct {
 	// Location is where the failure happened.
 	Location string
 	Time     time.Duration
+	// Earlier is the outcome of the spec's earlier run when this one is a re-run (MergeRerun).
+	Earlier *Spec
 }
 
 // Passed reports whether the spec passed.

@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,6 +44,43 @@ type Selection struct {
 	LoadBalancers string
 	// Timeout bounds a column's run.
 	Timeout time.Duration
+	// Exact runs Focus alone in the IPv6 columns too (no DualStackFocus added): a re-run of
+	// named specs (Rerun).
+	Exact bool
+}
+
+// Rerun is the selection of the specs of an earlier run that neither passed nor were skipped
+// while running (ginkgo's --focus on each one's full text), for a second run on a fresh
+// cluster; ok is false when there is none. MergeRerun puts the outcomes in place.
+func Rerun(earlier []Spec, timeout time.Duration) (sel Selection, ok bool) {
+	var names []string
+	for _, s := range earlier {
+		if !s.Passed() && s.State != "skipped" {
+			names = append(names, regexp.QuoteMeta(s.Name))
+		}
+	}
+	if len(names) == 0 {
+		return Selection{}, false
+	}
+	focus := "(" + strings.Join(names, ")|(") + ")"
+	return Selection{Name: fmt.Sprintf("the %d specs that failed in the earlier run", len(names)), Focus: focus, LoadBalancers: focus, Timeout: timeout, Exact: true}, true
+}
+
+// MergeRerun returns the specs of an earlier run with those of a re-run of some of them
+// (Rerun) in their place, each re-run spec keeping the earlier outcome in Earlier.
+func MergeRerun(earlier, again []Spec) []Spec {
+	merged := slices.Clone(earlier)
+	for _, a := range again {
+		i := slices.IndexFunc(merged, func(s Spec) bool { return s.Name == a.Name })
+		if i < 0 {
+			merged = append(merged, a)
+			continue
+		}
+		first := merged[i]
+		a.Earlier = &first
+		merged[i] = a
+	}
+	return merged
 }
 
 // Skip is ginkgo's --skip for an IPv4 column, SkipFor(true) for an IPv6 one: the patterns of

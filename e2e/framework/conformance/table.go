@@ -14,6 +14,9 @@ type ColumnResult struct {
 	Specs  []Spec
 	// Took is the ginkgo run alone; Setup the cluster's start and the installs before it.
 	Took, Setup time.Duration
+	// RerunTook and RerunSetup are those of the re-run of the failed specs, if any (Specs
+	// then holds MergeRerun's result).
+	RerunTook, RerunSetup time.Duration
 	// Err is set when the column could not run (its specs are then missing).
 	Err error
 }
@@ -31,6 +34,13 @@ func (r ColumnResult) cell(name string) string {
 		return "–"
 	}
 	s := r.Specs[i]
+	if s.Earlier != nil {
+		return verdict(s) + "; run again, first run: " + verdict(*s.Earlier)
+	}
+	return verdict(s)
+}
+
+func verdict(s Spec) string {
 	switch s.State {
 	case "passed":
 		return fmt.Sprintf("pass (%ds)", int(s.Time.Seconds()+0.5))
@@ -86,14 +96,26 @@ func Table(results []ColumnResult) string {
 	b.WriteString("\n")
 	for _, r := range results {
 		counts := map[string]int{}
+		again, passedAgain := 0, 0
 		for _, s := range r.Specs {
 			counts[s.State]++
+			if s.Earlier != nil {
+				again++
+				if s.Passed() {
+					passedAgain++
+				}
+			}
 		}
 		fmt.Fprintf(&b, "- %s: %d passed, %d failed, %d skipped while running", r.Column.Name, counts["passed"], len(r.Specs)-counts["passed"]-counts["skipped"], counts["skipped"])
 		if r.Err != nil {
 			fmt.Fprintf(&b, "; the column did not complete: %s", oneLine(r.Err.Error(), 200))
 		}
-		fmt.Fprintf(&b, "; specs %s, cluster and installs %s\n", r.Took.Round(time.Second), r.Setup.Round(time.Second))
+		fmt.Fprintf(&b, "; specs %s, cluster and installs %s", r.Took.Round(time.Second), r.Setup.Round(time.Second))
+		if again > 0 {
+			fmt.Fprintf(&b, "; %d specs that failed were run again on a fresh cluster (%d passed then): specs %s, cluster and installs %s",
+				again, passedAgain, r.RerunTook.Round(time.Second), r.RerunSetup.Round(time.Second))
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

@@ -82,8 +82,7 @@ func NewTester(ctx context.Context, c *nodes.Cluster, pool PoolRouting) (*Tester
 		// Spread the tester's flows by ports too: it is one source address.
 		cmds = append(cmds, cmd{rt.Exec, []string{"sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"}}, cmd{rt.Exec, args})
 	case ViaBGP:
-		// bird adds the routes; the kernel hashes by ports too, as above.
-		cmds = append(cmds, cmd{rt.Exec, []string{"sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1"}})
+		// bird adds the routes; StartRouterBGP has the kernel hash by ports too.
 	}
 	for _, n := range c.Nodes {
 		cmds = append(cmds, cmd{n.Lab.Exec, []string{"ip", "route", "add", src + "/32", "via", rt.Addr.String()}})
@@ -108,7 +107,7 @@ func NewTester(ctx context.Context, c *nodes.Cluster, pool PoolRouting) (*Tester
 			}
 			cmds = append(cmds, cmd{rt.Exec, []string{"sysctl", "-qw", "net.ipv6.fib_multipath_hash_policy=1"}}, cmd{rt.Exec, args})
 		case ViaBGP:
-			return nil, fmt.Errorf("the BGP column's router peers over IPv4 only")
+			// bird's IPv6 sessions add the IPv6 VIPs' routes.
 		}
 		for _, n := range c.Nodes {
 			cmds = append(cmds, cmd{n.Lab.Exec, []string{"ip", "-6", "route", "add", o.Prefix6.String(), "via", rt.Addr6.String()}})

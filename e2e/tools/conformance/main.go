@@ -22,14 +22,16 @@ import (
 )
 
 func main() {
-	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables; portico-ipv6, iptables-ipv6, nftables-ipv6 (on an IPv6-first dual-stack cluster)")
+	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables; portico-ipv6, portico-bgp-ipv6, iptables-ipv6, nftables-ipv6 (on an IPv6-first dual-stack cluster)")
 	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
 	procs := flag.Int("procs", 5, "parallel ginkgo processes per column")
 	concurrent := flag.Int("concurrent", 1, "columns run at the same time, each on its own cluster")
 	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
 	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
 	timeout := flag.Duration("timeout", 0, "bound each column's ginkgo run (0: the selection's own bound); specs still running then are reported as interrupted")
-	from := flag.String("from", "", "instead of running: render the table from earlier runs' -out directories, a comma list of column=dir (e.g. portico=/tmp/a,iptables=/tmp/b)")
+	from := flag.String("from", "", "instead of running: render the table from earlier runs' -out directories, a comma list of column=dir (e.g. portico=/tmp/a,iptables=/tmp/b); column=dir+dir2 takes the specs run again in dir2 (-rerun dir) in place of dir's")
+	focus := flag.String("focus", "", "run only the specs of the selection whose full text this regular expression matches (ginkgo's --focus; the IPv6 columns then add no dual-stack specs)")
+	rerun := flag.String("rerun", "", "run again, on a fresh cluster per column, the specs that failed in the earlier run whose -out directory this is (the selection is then those specs); columns without a failure there are left out")
 	flag.Parse()
 	if *from != "" {
 		if err := render(*from, *selection, *readme); err != nil {
@@ -37,20 +39,12 @@ func main() {
 		}
 		return
 	}
-	if err := run(*columns, *selection, *procs, *concurrent, *timeout, *out, *readme); err != nil {
+	if err := run(*columns, *selection, *focus, *rerun, *procs, *concurrent, *timeout, *out, *readme); err != nil {
 		log.Fatalf("conformance: %v", err)
 	}
 }
 
-func run(columns, selection string, procs, concurrent int, timeout time.Duration, out, readme string) error {
-	var cols []conformance.Column
-	for _, name := range strings.Split(columns, ",") {
-		c, err := conformance.ColumnByName(strings.TrimSpace(name))
-		if err != nil {
-			return err
-		}
-		cols = append(cols, c)
-	}
+func run(columns, selection, focus, rerun string, procs, concurrent int, timeout time.Duration, out, readme string) error {
 	sel := conformance.Full
 	switch selection {
 	case "full":
@@ -61,6 +55,31 @@ func run(columns, selection string, procs, concurrent int, timeout time.Duration
 	}
 	if timeout > 0 {
 		sel.Timeout = timeout
+	}
+	if focus != "" {
+		sel.Name, sel.Focus, sel.LoadBalancers, sel.Exact = "specs matching "+focus, "("+sel.Focus+").*("+focus+")", "("+sel.LoadBalancers+").*("+focus+")", true
+	}
+	var cols []conformance.Column
+	sels := map[string]conformance.Selection{} // per column's Short
+	for _, name := range strings.Split(columns, ",") {
+		c, err := conformance.ColumnByName(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		sels[c.Short] = sel
+		if rerun != "" {
+			earlier, _, _, err := readColumn(c, rerun)
+			if err != nil {
+				return fmt.Errorf("-rerun: %w", err)
+			}
+			again, ok := conformance.Rerun(earlier, sel.Timeout)
+			if !ok {
+				log.Printf("conformance: %s: no failed spec in %s", c.Name, rerun)
+				continue
+			}
+			sels[c.Short] = again
+		}
+		cols = append(cols, c)
 	}
 	if out == "" {
 		dir, err := os.MkdirTemp("", "portico-conformance-")
@@ -100,7 +119,7 @@ func run(columns, selection string, procs, concurrent int, timeout time.Duration
 				return
 			}
 			r := conformance.RunColumn(ctx, col, conformance.ColumnOptions{
-				Binaries: bins, Images: imgs, Selection: sel, Dir: out, Procs: procs,
+				Binaries: bins, Images: imgs, Selection: sels[col.Short], Dir: out, Procs: procs,
 				Install: conformance.InstallPortico(log.Printf), Logf: log.Printf,
 			})
 			if r.Err != nil {
@@ -151,11 +170,22 @@ func writeTables(results []conformance.ColumnResult, readme string, head func(ip
 	return nil
 }
 
-// render writes the table of earlier runs: each column's report.json in its run directory.
+// readColumn reads a column's report.json and its run times from an -out directory.
+func readColumn(col conformance.Column, dir string) (specs []conformance.Spec, took, setup time.Duration, err error) {
+	colDir := filepath.Join(dir, strings.ReplaceAll(col.Name, " ", "-"))
+	specs, err = conformance.ReadReport(filepath.Join(colDir, "report.json"))
+	if b, err := os.ReadFile(filepath.Join(colDir, "took")); err == nil {
+		fmt.Sscan(string(b), &took, &setup)
+	}
+	return specs, took, setup, err
+}
+
+// render writes the table of earlier runs: each column's report.json in its run directory,
+// and with dir+dir2 the specs run again in dir2 in place of dir's.
 func render(from, selection, readme string) error {
 	var results []conformance.ColumnResult
 	for _, item := range strings.Split(from, ",") {
-		name, dir, ok := strings.Cut(item, "=")
+		name, dirs, ok := strings.Cut(item, "=")
 		if !ok {
 			return fmt.Errorf("-from: %q is not column=dir", item)
 		}
@@ -163,11 +193,13 @@ func render(from, selection, readme string) error {
 		if err != nil {
 			return err
 		}
-		colDir := filepath.Join(dir, strings.ReplaceAll(col.Name, " ", "-"))
-		specs, err := conformance.ReadReport(filepath.Join(colDir, "report.json"))
-		r := conformance.ColumnResult{Column: col, Specs: specs, Err: err}
-		if b, err := os.ReadFile(filepath.Join(colDir, "took")); err == nil {
-			fmt.Sscan(string(b), &r.Took, &r.Setup)
+		dir, again, rerun := strings.Cut(dirs, "+")
+		r := conformance.ColumnResult{Column: col}
+		r.Specs, r.Took, r.Setup, r.Err = readColumn(col, dir)
+		if rerun && r.Err == nil {
+			var specs []conformance.Spec
+			specs, r.RerunTook, r.RerunSetup, r.Err = readColumn(col, again)
+			r.Specs = conformance.MergeRerun(r.Specs, specs)
 		}
 		results = append(results, r)
 	}
