@@ -95,14 +95,7 @@ func nodePortKey(proto string, port uint16) []byte {
 // endpointValue encodes address . port, the value of an endpoints map's element.
 func endpointValue(e rules.Endpoint) string {
 	var b [20]byte
-	var out []byte
-	if e.IP.Is4() {
-		a := e.IP.As4()
-		out = append(b[:0], a[:]...)
-	} else {
-		a := e.IP.As16()
-		out = append(b[:0], a[:]...)
-	}
+	out, _ := e.IP.AppendBinary(b[:0]) // 4 or 16 bytes: endpoint addresses carry no zone
 	return string(pad4(binary.BigEndian.AppendUint16(out, e.Port)))
 }
 

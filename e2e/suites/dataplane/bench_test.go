@@ -17,13 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	k8swait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/portico-lb/portico/e2e/framework/gobuild"
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
@@ -435,26 +438,24 @@ const createWorkers = 8
 // createRetryPause is the pause before a create is tried again.
 var createRetryPause = 5 * time.Second
 
-// createRetrying runs create, again after an API server timeout or overload, for up to an hour
-// (the object may then exist already, which counts as created). On a machine where the control
-// plane gets a small share of the CPU (nice 19 beside a CI run, load average 40-85), creates ran
-// past the API server's 60 s request timeout several times in a row.
+// createRetrying runs create, again after an API server timeout or overload, every
+// createRetryPause for up to an hour (retry.OnError; the object may then exist already, which
+// counts as created). On a machine where the control plane gets a small share of the CPU (nice
+// 19 beside a CI run, load average 40-85), creates ran past the API server's 60 s request
+// timeout several times in a row.
 func createRetrying(ctx context.Context, create func() error) error {
-	deadline := time.Now().Add(time.Hour)
-	retried := false
-	for {
-		err := create()
-		if retried && apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		retriable := apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-			errors.Is(err, context.DeadlineExceeded) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
-		if err == nil || !retriable || time.Now().After(deadline) || ctx.Err() != nil {
+	tries := 0
+	backoff := k8swait.Backoff{Duration: createRetryPause, Factor: 1, Steps: int(time.Hour / createRetryPause)}
+	return retry.OnError(backoff, func(err error) bool {
+		return ctx.Err() == nil && (apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			errors.Is(err, context.DeadlineExceeded) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err))
+	}, func() error {
+		tries++
+		if err := create(); tries == 1 || !apierrors.IsAlreadyExists(err) {
 			return err
 		}
-		retried = true
-		time.Sleep(createRetryPause)
-	}
+		return nil // a retry found what the timed-out request created
+	})
 }
 
 func createBenchService(ctx context.Context, cs kubernetes.Interface, ns string, i, eps int, out []*discoveryv1.EndpointSlice) error {
@@ -579,20 +580,13 @@ func controlPlaneCPU() map[string]float64 {
 	pids["benchmark"] = os.Getpid()
 	out := map[string]float64{}
 	for name, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		p, err := procfs.NewProc(pid)
 		if err != nil {
 			continue
 		}
-		// The fields after the command name, which ends at the last ')': utime and stime are
-		// the 12th and 13th, in clock ticks (100 per second on Linux).
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
-			continue
+		if st, err := p.Stat(); err == nil {
+			out[name] = st.CPUTime()
 		}
-		user, _ := strconv.ParseFloat(f[11], 64)
-		sys, _ := strconv.ParseFloat(f[12], 64)
-		out[name] = (user + sys) / 100
 	}
 	return out
 }

@@ -93,9 +93,6 @@ func newRouterLab(t testing.TB, n int) *routerLab {
 		t.Fatal(err)
 	}
 	rl.outside = &outside.Host
-	// Spread flows over the ECMP next hops by port too, so one client's connections reach
-	// several nodes.
-	rl.exec(rl.router, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1")
 	for _, node := range rl.nodes {
 		// The VIP as a local address: the echo server answers for it (the real dataplane
 		// DNATs it instead). lo rather than a dummy link: not every kernel has dummy.
@@ -133,7 +130,9 @@ func (rl *routerLab) birdConfig(neighbors []router.Neighbor) router.Config {
 	for i := range neighbors {
 		neighbors[i].ASN = nodeASN
 	}
-	return router.Config{ASN: routerASN, HoldTime: holdTime, Neighbors: neighbors, Debug: os.Getenv("PORTICO_BIRD_DEBUG") != ""}
+	// HashPorts: the router spreads flows over the ECMP next hops by port too, so that one
+	// client's connections reach several nodes.
+	return router.Config{ASN: routerASN, HoldTime: holdTime, Neighbors: neighbors, HashPorts: true, Debug: os.Getenv("PORTICO_BIRD_DEBUG") != ""}
 }
 
 // startBird runs bird in the router namespace with sessions to neighbors.
