@@ -244,12 +244,17 @@ func benchSync(b *testing.B, services int) {
 		report(b, "-nft", porticoNFT, kubeProxyNFT)
 	}
 	progress(b, "%d x 10: first full sync / one-endpoint change / RSS\n"+
-		"  kube-proxy iptables  %8s %10s %6.1f MB\n  kube-proxy nftables  %8s %10s %6.1f MB\n"+
-		"  portico iptables     %8s %10s %6.1f MB\n  portico nftables     %8s %10s %6.1f MB", services,
-		kubeProxy.full.Round(time.Millisecond), kubeProxy.partial.Round(10*time.Microsecond), kubeProxy.rssMB,
-		kubeProxyNFT.full.Round(time.Millisecond), kubeProxyNFT.partial.Round(10*time.Microsecond), kubeProxyNFT.rssMB,
-		portico.full.Round(time.Millisecond), portico.partial.Round(10*time.Microsecond), portico.rssMB,
-		porticoNFT.full.Round(time.Millisecond), porticoNFT.partial.Round(10*time.Microsecond), porticoNFT.rssMB)
+		"  kube-proxy iptables  %s\n  kube-proxy nftables  %s\n  portico iptables     %s\n  portico nftables     %s",
+		services, kubeProxy.row(), kubeProxyNFT.row(), portico.row(), porticoNFT.row())
+}
+
+// row is a column's line of the summary table: a first full sync not done within the limit
+// shows as "> limit", with no change measured ("-").
+func (f syncFigures) row() string {
+	if f.timedOut {
+		return fmt.Sprintf("%8s %10s %6.1f MB", "> "+f.full.Round(time.Second).String(), "-", f.rssMB)
+	}
+	return fmt.Sprintf("%8s %10s %6.1f MB", f.full.Round(time.Millisecond), f.partial.Round(10*time.Microsecond), f.rssMB)
 }
 
 // report reports one mode's figures of portico-agent and kube-proxy (mode: "" for iptables,
