@@ -158,7 +158,9 @@ func (a *agent) run(parent context.Context) error {
 	a.startHTTP(ctx, cancel)
 	a.syncUntilDone(ctx)
 	signalled := parent.Err() != nil
-	a.uninstalling = a.uninstallingAt(signalled)
+	checkCtx, cancelCheck := context.WithTimeout(context.Background(), uninstallCheckBudget)
+	a.uninstalling = a.uninstallingAt(checkCtx, signalled)
+	cancelCheck()
 	a.exitHold = a.exitHoldFor(signalled)
 	// The announcers withdraw (or not) and membership is left before the rules go, so that
 	// no VIP draws traffic to a node without them.

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -28,9 +29,15 @@ import (
 // API server unreachable) counts as a restart: rules that stay are the safe side, and
 // `portico-agent --cleanup` removes them by hand.
 
-// uninstallCheckTimeout bounds the read of the DaemonSet at exit, well within the pod's
-// termination grace period.
-const uninstallCheckTimeout = 2 * time.Second
+// uninstallCheckBudget bounds the agent's reading of its DaemonSet at exit, well within the
+// pod's termination grace period (15 s in the chart): each read has uninstallCheckTimeout, and
+// a read that fails (an API server slow under load, a connection reset) is tried again until
+// the budget is spent.
+const (
+	uninstallCheckBudget  = 8 * time.Second
+	uninstallCheckTimeout = 2 * time.Second
+	uninstallCheckEvery   = 250 * time.Millisecond
+)
 
 // uninstallCleanupTimeout bounds the removal of the rules at an uninstall.
 const uninstallCleanupTimeout = 5 * time.Second
@@ -58,20 +65,36 @@ func daemonSetDeployed(cs kubernetes.Interface, ref string) func(context.Context
 
 // uninstallingAt reports whether the agent, now stopping, is being uninstalled: it was told to
 // stop (signalled; an agent failing on its own is restarted by its kubelet) and its DaemonSet
-// is no longer deployed (a.deployed). Without --daemonset, or when the check fails, it is not.
-func (a *agent) uninstallingAt(signalled bool) bool {
+// is no longer deployed (a.deployed). A failed read is tried again until ctx ends; without
+// --daemonset, or when no read succeeds, it is not. The outcome is logged either way, the
+// line a user (and the install suite) reads to learn why the rules went or stayed.
+func (a *agent) uninstallingAt(ctx context.Context, signalled bool) bool {
 	if !signalled || a.deployed == nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), uninstallCheckTimeout)
-	defer cancel()
-	deployed, err := a.deployed(ctx)
+	var deployed bool
+	var lastErr error
+	tries := 0
+	err := wait.PollUntilContextCancel(ctx, uninstallCheckEvery, true, func(ctx context.Context) (bool, error) {
+		tries++
+		rctx, cancel := context.WithTimeout(ctx, uninstallCheckTimeout)
+		defer cancel()
+		d, err := a.deployed(rctx)
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		deployed = d
+		return true, nil
+	})
 	if err != nil {
-		a.log.Error(err, "Cannot tell whether the agent is being uninstalled; stopping as for a restart (rules and announcements stay)", "daemonSet", a.cfg.DaemonSet)
+		a.log.Error(lastErr, "Cannot tell whether the agent is being uninstalled; stopping as for a restart (rules and announcements stay)", "daemonSet", a.cfg.DaemonSet, "tries", tries)
 		return false
 	}
-	if !deployed {
-		a.log.Info("The agent's DaemonSet is gone, being deleted or unreadable: uninstalling", "daemonSet", a.cfg.DaemonSet)
+	if deployed {
+		a.log.Info("The agent's DaemonSet is deployed: stopping as for a restart", "daemonSet", a.cfg.DaemonSet, "tries", tries)
+	} else {
+		a.log.Info("The agent's DaemonSet is gone, being deleted or unreadable: uninstalling", "daemonSet", a.cfg.DaemonSet, "tries", tries)
 	}
 	return !deployed
 }

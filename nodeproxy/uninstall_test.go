@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,6 +78,7 @@ func TestUninstallingAt(t *testing.T) {
 		check     bool // a --daemonset check at all
 		deployed  bool
 		checkErr  error
+		failFirst int // reads that fail with checkErr before one answers deployed
 		signalled bool
 		want      bool
 	}{
@@ -84,7 +86,8 @@ func TestUninstallingAt(t *testing.T) {
 		{name: "uninstall: DaemonSet gone", check: true, signalled: true, want: true},
 		{name: "own failure", check: true, signalled: false},
 		{name: "no --daemonset", signalled: true},
-		{name: "check failed", check: true, checkErr: unreachable, signalled: true},
+		{name: "check failed", check: true, checkErr: unreachable, failFirst: 1 << 30, signalled: true},
+		{name: "uninstall: read again after two failures", check: true, checkErr: unreachable, failFirst: 2, signalled: true, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.DefaultAgent()
@@ -98,12 +101,20 @@ func TestUninstallingAt(t *testing.T) {
 					if _, ok := ctx.Deadline(); !ok {
 						t.Error("the check runs without a deadline")
 					}
-					return tc.deployed, tc.checkErr
+					if calls <= tc.failFirst {
+						return false, tc.checkErr
+					}
+					return tc.deployed, nil
 				}
 			}
-			a.uninstalling = a.uninstallingAt(tc.signalled)
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			a.uninstalling = a.uninstallingAt(ctx, tc.signalled)
 			if a.uninstalling != tc.want {
 				t.Errorf("uninstalling %v, want %v", a.uninstalling, tc.want)
+			}
+			if tc.failFirst > 0 && tc.failFirst < 1<<30 && calls != tc.failFirst+1 {
+				t.Errorf("%d reads, want %d: the failed ones tried again", calls, tc.failFirst+1)
 			}
 			if !tc.signalled && calls > 0 {
 				t.Error("an agent failing on its own read its DaemonSet")

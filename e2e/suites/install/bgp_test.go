@@ -159,6 +159,7 @@ func TestInstallBGP(t *testing.T) {
 
 	t.Run("uninstall leaves nothing", func(t *testing.T) {
 		// The Service stays: the uninstall itself must take the route away.
+		agentLogs := followAgentLogs(t, c.Client(), r.Namespace)
 		uninstalled := time.Now()
 		if err := r.Uninstall(ctx); err != nil {
 			t.Fatal(err)
@@ -174,7 +175,7 @@ func TestInstallBGP(t *testing.T) {
 		} else {
 			t.Logf("the router (bird and kernel) has no route for %s %s after the uninstall began", vip, time.Since(uninstalled).Round(time.Millisecond))
 		}
-		leftRules(t, c)
+		leftRules(t, c, agentLogs())
 		leftovers(t, c, r)
 		svcs.Delete("echo")
 	})

@@ -149,6 +149,7 @@ func TestInstall(t *testing.T) {
 	t.Run("uninstall leaves nothing", func(t *testing.T) {
 		svcs.Delete("echo")
 		svcs.WaitGone("echo")
+		agentLogs := followAgentLogs(t, c.Client(), r.Namespace)
 		uninstalled := time.Now()
 		if err := r.Uninstall(ctx); err != nil {
 			t.Fatal(err)
@@ -157,7 +158,7 @@ func TestInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("helm uninstall (objects and pods gone) on %d nodes: %s", len(c.Nodes), time.Since(uninstalled).Round(time.Millisecond))
-		leftRules(t, c)
+		leftRules(t, c, agentLogs())
 		// No node answers ARP for the VIP any more: arping gets no reply.
 		if out, err := client.Exec(ctx, "arping", "-c", "3", "-w", "3", "-I", "eth0", vip.String()); err == nil {
 			t.Errorf("a node still answers ARP for %s after uninstall:\n%s", vip, out)
@@ -257,19 +258,33 @@ func portico(t *testing.T, n *nodes.Node) []string {
 	return found
 }
 
-// leftRules: no node, the added one too, keeps a chain or table of the agent.
-func leftRules(t *testing.T, c *nodes.Cluster) {
+// leftRules: no node, the added one too, keeps a chain or table of the agent. It logs what
+// each agent decided as it stopped (logs: followAgentLogs from before the uninstall), and on
+// a node with rules left the end of that agent's log.
+func leftRules(t *testing.T, c *nodes.Cluster, logs map[string][]string) {
 	t.Helper()
+	for pod, lines := range logs {
+		t.Logf("agent %s at uninstall:\n%s", pod, strings.Join(grep(lines, uninstallWords), "\n"))
+	}
 	var counts []string
 	for _, n := range c.Nodes {
 		left := portico(t, n)
 		counts = append(counts, fmt.Sprintf("%s %d", n.Name, len(left)))
-		if len(left) > 0 {
-			t.Errorf("%s: left behind after uninstall:\n%s", n.Name, strings.Join(left, "\n"))
+		if len(left) == 0 {
+			continue
+		}
+		t.Errorf("%s: left behind after uninstall:\n%s", n.Name, strings.Join(left, "\n"))
+		for pod, lines := range logs {
+			if strings.HasSuffix(pod, " on "+n.Name) {
+				t.Logf("the end of agent %s's log:\n%s", pod, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
 		}
 	}
 	t.Logf("agent chains and tables left per node after uninstall: %s", strings.Join(counts, ", "))
 }
+
+// uninstallWords pick an agent's log lines about how it stopped (nodeproxy/uninstall.go).
+var uninstallWords = []string{"DaemonSet", "uninstall", "Uninstall", "Stopped", "removing the rules", "signal"}
 
 // leftovers: no object of the release stays: pods, the agent's and controller's workloads,
 // ConfigMaps, the membership Secret, Helm's release Secrets, the cleanup Job, RBAC.
