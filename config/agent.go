@@ -66,10 +66,16 @@ type Agent struct {
 	// excluded or being deleted) it closes its sessions without withdrawing, and routers that
 	// help keep the node's routes that long for the next agent. Zero: withdraw at every stop.
 	BGPGracefulRestart time.Duration
-	// BGPDaemonSet, "namespace/name", is the DaemonSet that runs the agent: with graceful
-	// restart, a stopping agent keeps its routes only while it still exists and is not being
-	// deleted (a pod replaced, not an uninstall). Empty: not checked.
-	BGPDaemonSet string
+	// DaemonSet, "namespace/name", is the DaemonSet that runs the agent. An agent stopped by a
+	// signal reads it: when it is gone, being deleted, or unreadable (Forbidden, Unauthorized:
+	// its RBAC or ServiceAccount deleted), the agent is being uninstalled, not restarted. It
+	// then withdraws every announcement (BGP despite graceful restart), leaves membership
+	// without a restart hold and, with UninstallCleanup, removes its rules as Cleanup does.
+	// Empty: never checked, every stop is a restart (the rules stay).
+	DaemonSet string
+	// UninstallCleanup removes the rules (both modes, as Cleanup) when DaemonSet shows an
+	// uninstall; false keeps them, e.g. until another service proxy has taken over.
+	UninstallCleanup bool
 	// ConfigFile is the AgentConfiguration file (--config) Complete loads; empty: flags only.
 	ConfigFile string
 }
@@ -172,6 +178,7 @@ func DefaultAgent() Agent {
 		IP6TablesPath:      "ip6tables",
 		Membership:         DefaultMembership(),
 		BGPGracefulRestart: DefaultBGPGracefulRestart,
+		UninstallCleanup:   true,
 	}
 }
 
@@ -208,7 +215,8 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.BGPGracefulRestart, "bgp-graceful-restart", c.BGPGracefulRestart, "BGP graceful restart time offered to every peer (whole seconds up to 4095s): an agent stopping on a node that stays keeps its routes at the routers that long for the next agent; 0 withdraws them at every stop")
-	fs.StringVar(&c.BGPDaemonSet, "bgp-daemonset", c.BGPDaemonSet, `"namespace/name" of the agent's DaemonSet: with --bgp-graceful-restart, a stopping agent withdraws its routes when that DaemonSet is gone or being deleted (an uninstall); empty: not checked`)
+	fs.StringVar(&c.DaemonSet, "daemonset", c.DaemonSet, `"namespace/name" of the agent's DaemonSet: an agent stopped by a signal while that DaemonSet is gone, being deleted or unreadable (an uninstall) withdraws its announcements, leaves membership and removes its rules (see --uninstall-cleanup); empty: never checked, the rules stay at every stop`)
+	fs.BoolVar(&c.UninstallCleanup, "uninstall-cleanup", c.UninstallCleanup, "with --daemonset: remove every chain and table the agent installed (as --cleanup) when it stops for an uninstall; false keeps the rules")
 	m := &c.Membership
 	fs.BoolVar(&m.Enabled, "membership", m.Enabled, "run the agents' membership (memberlist): node liveness for announcers and for leaving out endpoints on dead nodes")
 	fs.StringVar(&m.BindAddress, "membership-bind-address", m.BindAddress, "node IP membership listens on and advertises (default: the Node's first InternalIP)")
@@ -227,6 +235,8 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 	deprecatedAlias(fs, "sync-period", "iptables-sync-period")
 	deprecatedAlias(fs, "min-sync-period", "iptables-min-sync-period")
 	deprecatedAlias(fs, "masquerade-bit", "iptables-masquerade-bit")
+	// Its first name, when only the bgp announcer read it.
+	deprecatedAlias(fs, "bgp-daemonset", "daemonset")
 }
 
 // deprecatedAlias registers old as a deprecated second name of the flag named current.
@@ -352,10 +362,10 @@ func (c *Agent) Validate() error {
 	if d := c.BGPGracefulRestart; d < 0 || d > maxBGPGracefulRestart || d%time.Second != 0 {
 		errs = append(errs, field.Invalid(root.Child("bgp", "gracefulRestart"), d.String(), "must be 0 (off) or whole seconds up to 4095s"))
 	}
-	if ds := c.BGPDaemonSet; ds != "" {
+	if ds := c.DaemonSet; ds != "" {
 		ns, name, ok := strings.Cut(ds, "/")
 		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-			errs = append(errs, field.Invalid(root.Child("bgp", "daemonSet"), ds, `must be "namespace/name"`))
+			errs = append(errs, field.Invalid(root.Child("daemonSet"), ds, `must be "namespace/name"`))
 		}
 	}
 	errs = append(errs, c.validateAnnounce(root)...)

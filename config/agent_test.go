@@ -165,13 +165,19 @@ func TestAgentBGPGracefulRestart(t *testing.T) {
 		flag string
 		ok   bool
 	}{{"kube-system/portico-agent", true}, {"portico-agent", false}, {"Kube/x", false}} {
-		c, err := parseAgent(t, "--bgp-daemonset="+tc.flag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = c.Validate()
-		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "config.bgp.daemonSet")) {
-			t.Errorf("--bgp-daemonset=%s: Validate = %v; want ok %v", tc.flag, err, tc.ok)
+		// --bgp-daemonset is the deprecated first name of --daemonset.
+		for _, name := range []string{"--daemonset=", "--bgp-daemonset="} {
+			c, err := parseAgent(t, name+tc.flag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.DaemonSet != tc.flag {
+				t.Errorf("%s%s: DaemonSet %q", name, tc.flag, c.DaemonSet)
+			}
+			err = c.Validate()
+			if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "config.daemonSet")) {
+				t.Errorf("%s%s: Validate = %v; want ok %v", name, tc.flag, err, tc.ok)
+			}
 		}
 	}
 }

@@ -48,12 +48,15 @@ type AgentConfiguration struct {
 	IgnoreExcludeLB    *bool              `json:"ignoreExcludeLB,omitempty"`
 	Membership         *MembershipFile    `json:"membership,omitempty"`
 	BGP                *AgentBGPFile      `json:"bgp,omitempty"`
+	DaemonSet          *string            `json:"daemonSet,omitempty"`
+	UninstallCleanup   *bool              `json:"uninstallCleanup,omitempty"`
 }
 
 // AgentBGPFile is the bgp section of AgentConfiguration (the bgp announcer's settings).
 type AgentBGPFile struct {
 	GracefulRestart *metav1.Duration `json:"gracefulRestart,omitempty"`
-	DaemonSet       *string          `json:"daemonSet,omitempty"`
+	// DaemonSet is the top-level daemonSet's first place, still read (the top-level key wins).
+	DaemonSet *string `json:"daemonSet,omitempty"`
 }
 
 // AgentIPTablesFile is the iptables section of AgentConfiguration.
@@ -145,8 +148,10 @@ func (f *AgentConfiguration) settings() []setting {
 	}
 	if b := f.BGP; b != nil {
 		dur("bgp.gracefulRestart", "bgp-graceful-restart", b.GracefulRestart)
-		str("bgp.daemonSet", "bgp-daemonset", b.DaemonSet)
+		str("bgp.daemonSet", "daemonset", b.DaemonSet)
 	}
+	str("daemonSet", "daemonset", f.DaemonSet)
+	boolean("uninstallCleanup", "uninstall-cleanup", f.UninstallCleanup)
 	return out
 }
 

@@ -51,7 +51,9 @@ iptables:
   path: /usr/sbin/iptables-nft
   ip6Path: /usr/sbin/ip6tables-nft
 announce: [bgp]
-bgp: {gracefulRestart: 45s, daemonSet: kube-system/portico-agent}
+bgp: {gracefulRestart: 45s}
+daemonSet: kube-system/portico-agent
+uninstallCleanup: false
 ignoreExcludeLB: true
 membership:
   enabled: true
@@ -88,12 +90,24 @@ func TestAgentConfigurationFile(t *testing.T) {
 	if !c.IgnoreExcludeLB {
 		t.Error("ignoreExcludeLB not applied")
 	}
-	if c.BGPGracefulRestart != 45*time.Second || c.BGPDaemonSet != "kube-system/portico-agent" {
-		t.Errorf("bgp keys not applied: %s %q", c.BGPGracefulRestart, c.BGPDaemonSet)
+	if c.BGPGracefulRestart != 45*time.Second || c.DaemonSet != "kube-system/portico-agent" || c.UninstallCleanup {
+		t.Errorf("bgp, daemonSet and uninstallCleanup keys not applied: %s %q %v", c.BGPGracefulRestart, c.DaemonSet, c.UninstallCleanup)
 	}
 	// Keys the file leaves out keep their defaults.
 	if d := DefaultMembership(); m.GossipInterval != d.GossipInterval || m.RejoinInterval != d.RejoinInterval {
 		t.Errorf("unset membership keys lost their defaults: %+v", m)
+	}
+}
+
+// TestAgentConfigurationOldDaemonSetKey: bgp.daemonSet, where daemonSet was first read, still
+// sets it.
+func TestAgentConfigurationOldDaemonSetKey(t *testing.T) {
+	c, err := parseAgent(t, "--config="+writeFile(t, "apiVersion: config.portico-lb.io/v1alpha1\nkind: AgentConfiguration\nbgp: {daemonSet: kube-system/portico-agent}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DaemonSet != "kube-system/portico-agent" || !c.UninstallCleanup {
+		t.Errorf("DaemonSet %q, UninstallCleanup %v; want kube-system/portico-agent and the default true", c.DaemonSet, c.UninstallCleanup)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -281,18 +280,12 @@ func TestAgentDaemonSet(t *testing.T) {
 	if cfg.Kubeconfig != "" || cfg.Master != "" || cfg.Membership.Enabled || !slices.Equal(cfg.Announcers, []string{"bgp"}) || cfg.ProxyMode != config.ProxyModeNFTables || !cfg.IgnoreExcludeLB {
 		t.Errorf("bgp only, nftables, ignoreExcludeLB: the agent reads %+v", cfg)
 	}
-	if cfg.BGPGracefulRestart != 30*time.Second || cfg.BGPDaemonSet != "kube-system/portico-agent" {
-		t.Errorf("bgp: graceful restart %s, DaemonSet %q; want the chart's default 30s and its own DaemonSet", cfg.BGPGracefulRestart, cfg.BGPDaemonSet)
-	}
-	if role := typed[rbacv1.Role](t, objs, "Role/portico-agent-bgp-restart"); len(role.Rules) != 1 || !slices.Equal(role.Rules[0].ResourceNames, []string{"portico-agent"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) {
-		t.Errorf("bgp with graceful restart: the agent's Role %+v; want get on its own DaemonSet only", role.Rules)
+	if cfg.BGPGracefulRestart != 30*time.Second {
+		t.Errorf("bgp: graceful restart %s; want the chart's default 30s", cfg.BGPGracefulRestart)
 	}
 	grOff := mustRender(t, with(with(baseValues(), "agent.announce", []any{"bgp"}), "agent.bgpGracefulRestart", "0s"))
 	if cfg := agentConfig(t, grOff, typed[appsv1.DaemonSet](t, grOff, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args); cfg.BGPGracefulRestart != 0 {
 		t.Errorf("agent.bgpGracefulRestart 0s: the agent reads %s", cfg.BGPGracefulRestart)
-	}
-	if _, ok := grOff["Role/portico-agent-bgp-restart"]; ok {
-		t.Error("agent.bgpGracefulRestart 0s: the agent may still read its DaemonSet")
 	}
 	if cmd := ds.Spec.Template.Spec.Containers[0].Command; !slices.Equal(cmd, []string{"/usr/local/bin/portico-agent-bgp"}) {
 		t.Errorf("with bgp the agent runs %q, want the image's portico-agent-bgp", cmd)
@@ -354,50 +347,40 @@ func fakeCluster(objs ...runtime.Object) secretsProvider {
 	}, objs...)}
 }
 
-// TestCleanupJob: the post-delete hook runs portico-agent --cleanup once on each node the
-// agent runs on (counted by lookup at install), one pod per node; without a cluster (helm
-// template, the plain manifests) or with cleanupOnUninstall false there is no Job.
-func TestCleanupJob(t *testing.T) {
+// TestUninstallCleanup: the agents clean up after themselves at uninstall, on whatever nodes
+// they run then: each reads its own DaemonSet (a Role for get on that one object) and, with
+// agent.cleanupOnUninstall, removes its rules; no hook Job counts nodes at install time. With
+// any announcer (l2, bgp, none) the agent is told its DaemonSet, so that it withdraws at an
+// uninstall.
+func TestUninstallCleanup(t *testing.T) {
 	ch := loadChart(t)
-	node := func(name, os string) runtime.Object {
-		n := &unstructured.Unstructured{}
-		n.SetAPIVersion("v1")
-		n.SetKind("Node")
-		n.SetName(name)
-		n.SetLabels(map[string]string{"kubernetes.io/os": os})
-		return n
+	for _, announce := range [][]any{{"l2"}, {"bgp"}, {}} {
+		for _, clean := range []bool{true, false} {
+			objs := mustRender(t, with(with(baseValues(), "agent.announce", announce), "agent.cleanupOnUninstall", clean))
+			cfg := agentConfig(t, objs, typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args)
+			if cfg.DaemonSet != "kube-system/portico-agent" || cfg.UninstallCleanup != clean {
+				t.Errorf("announce %v, cleanupOnUninstall %v: the agent reads DaemonSet %q, UninstallCleanup %v", announce, clean, cfg.DaemonSet, cfg.UninstallCleanup)
+			}
+			role := typed[rbacv1.Role](t, objs, "Role/portico-agent-daemonset")
+			if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, []string{"apps"}) || !slices.Equal(role.Rules[0].Resources, []string{"daemonsets"}) ||
+				!slices.Equal(role.Rules[0].ResourceNames, []string{"portico-agent"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) {
+				t.Errorf("announce %v: the agent's Role %+v; want get on its own DaemonSet only", announce, role.Rules)
+			}
+			rb := typed[rbacv1.RoleBinding](t, objs, "RoleBinding/portico-agent-daemonset")
+			if rb.RoleRef.Name != "portico-agent-daemonset" || len(rb.Subjects) != 1 || rb.Subjects[0].Name != "portico-agent" {
+				t.Errorf("announce %v: RoleBinding %+v", announce, rb)
+			}
+		}
 	}
-	cluster := fakeCluster(node("a", "linux"), node("b", "linux"), node("w", "windows"))
-	out, err := render(ch, with(baseValues(), "agent.mode", "nftables"), renderOpts{lookup: cluster})
+	// Not even with a cluster to look Nodes up in.
+	out, err := render(ch, baseValues(), renderOpts{lookup: fakeCluster()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := typed[batchv1.Job](t, objects(t, out), "Job/portico-agent-cleanup")
-	if job.Annotations["helm.sh/hook"] != "post-delete" {
-		t.Errorf("hook %q, want post-delete", job.Annotations["helm.sh/hook"])
-	}
-	if job.Spec.Completions == nil || *job.Spec.Completions != 2 || job.Spec.Parallelism == nil || *job.Spec.Parallelism != 2 {
-		t.Errorf("completions %v parallelism %v, want 2 (the linux nodes)", job.Spec.Completions, job.Spec.Parallelism)
-	}
-	pod := job.Spec.Template.Spec
-	if aa := pod.Affinity; aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
-		aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" || !pod.HostNetwork {
-		t.Errorf("pods not one per node on the host's network: %+v", pod)
-	}
-	if c := pod.Containers[0]; !slices.Equal(c.Args, []string{"--cleanup", "--proxy-mode=nftables"}) || !strings.Contains(c.Image, "portico-agent") {
-		t.Errorf("cleanup container %s %v", c.Image, c.Args)
-	}
-	if out, err = render(ch, baseValues(), renderOpts{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := objects(t, out)["Job/portico-agent-cleanup"]; ok {
-		t.Error("a cleanup Job without a cluster to count nodes in")
-	}
-	if out, err = render(ch, with(baseValues(), "agent.cleanupOnUninstall", false), renderOpts{lookup: cluster}); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := objects(t, out)["Job/portico-agent-cleanup"]; ok {
-		t.Error("a cleanup Job with cleanupOnUninstall false")
+	for key := range objects(t, out) {
+		if strings.HasPrefix(key, "Job/") {
+			t.Errorf("the chart renders %s: cleanup is the agents' own", key)
+		}
 	}
 }
 

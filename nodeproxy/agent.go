@@ -107,6 +107,10 @@ type agent struct {
 	// exitHold is, once the agent stops, how long the other agents are asked to keep this
 	// node while it restarts (0: leave membership); see exitHoldFor.
 	exitHold time.Duration
+	// deployed reads whether the agent's DaemonSet is still deployed (nil without
+	// --daemonset); uninstalling is its verdict once the agent stops (uninstall.go).
+	deployed     func(context.Context) (bool, error)
+	uninstalling bool
 }
 
 // newAgent wires the tracker, the loop and the agent's own health; the consumers are created in
@@ -123,14 +127,18 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, dy
 		return nil, err
 	}
 	loop.changes, loop.store = t, t.Store()
-	a := &agent{cfg: cfg, log: log, cs: cs, tracker: t, loop: loop, registry: reg, dyn: dyn}
+	a := &agent{cfg: cfg, log: log, cs: cs, tracker: t, loop: loop, registry: reg, dyn: dyn,
+		deployed: daemonSetDeployed(cs, cfg.DaemonSet)}
 	a.health = healthcheck.NewProxyHealth(2*cfg.SyncPeriod, t.PendingSince, a.nodeEligible, reg)
 	loop.synced = a.health.MarkSynced
 	return a, nil
 }
 
 // run is the agent's life: start the tracker and Events, wait for the caches, start the
-// consumers of the sync loop, serve /healthz and /metrics, then sync until ctx ends.
+// consumers of the sync loop, serve /healthz and /metrics, then sync until ctx ends. Then it
+// stops: as for a restart (rules in place, a restart hold, BGP routes kept for a graceful
+// restart), or, when it sees it is being uninstalled (uninstall.go), withdrawing everything
+// and, with UninstallCleanup, removing its rules last.
 func (a *agent) run(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -149,19 +157,33 @@ func (a *agent) run(parent context.Context) error {
 	}
 	a.startHTTP(ctx, cancel)
 	a.syncUntilDone(ctx)
-	a.exitHold = a.exitHoldFor(parent.Err() != nil)
-	a.log.Info("Stopped; rules stay in place", "restartHold", a.exitHold)
+	signalled := parent.Err() != nil
+	checkCtx, cancelCheck := context.WithTimeout(context.Background(), uninstallCheckBudget)
+	a.uninstalling = a.uninstallingAt(checkCtx, signalled)
+	cancelCheck()
+	a.exitHold = a.exitHoldFor(signalled)
+	// The announcers withdraw (or not) and membership is left before the rules go, so that
+	// no VIP draws traffic to a node without them.
+	stops.run()
+	if !a.uninstalling || !a.cfg.UninstallCleanup {
+		a.log.Info("Stopped; rules stay in place", "restartHold", a.exitHold, "uninstalling", a.uninstalling)
+		return nil
+	}
+	if err := a.removeRules(); err != nil {
+		return fmt.Errorf("removing the rules at uninstall: %w", err)
+	}
+	a.log.Info("Uninstalled: announcements withdrawn, membership left, rules removed")
 	return nil
 }
 
 // exitHoldFor is how long the other agents should keep this node as the owner of its VIPs
 // once it exits: --membership-restart-hold when the agent was told to stop (SIGTERM: a pod
 // replaced by an upgrade, a restart), since the rules stay in the kernel and keep serving;
-// 0 (leave, the others take over at once) when it stops on its own failure, or when its Node
-// is cordoned or being deleted: then the node is going away (drain, maintenance), not the
-// agent restarting.
+// 0 (leave, the others take over at once) when it stops on its own failure, when it is being
+// uninstalled, or when its Node is cordoned or being deleted: then the node is going away
+// (drain, maintenance), not the agent restarting.
 func (a *agent) exitHoldFor(signalled bool) time.Duration {
-	if !signalled || !a.cfg.Membership.Enabled {
+	if !signalled || !a.cfg.Membership.Enabled || a.uninstalling {
 		return 0
 	}
 	n := a.tracker.Store().Node()
@@ -171,7 +193,7 @@ func (a *agent) exitHoldFor(signalled bool) time.Duration {
 	return a.cfg.Membership.RestartHold
 }
 
-// stack holds stop functions, run last-in first-out.
+// stack holds stop functions, run last-in first-out, once.
 type stack []func()
 
 func (s *stack) push(f func()) { *s = append(*s, f) }
@@ -180,6 +202,7 @@ func (s *stack) run() {
 	for i := len(*s) - 1; i >= 0; i-- {
 		(*s)[i]()
 	}
+	*s = nil
 }
 
 // agentEvents are the agent's Events: the recorder (nil without a client) and the report of a
@@ -239,7 +262,7 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 	}
 	for _, name := range a.cfg.Announcers {
 		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: ev.recorder, registry: a.registry,
-			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull})
+			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull, deployed: a.stillDeployed})
 		if err != nil {
 			return fmt.Errorf("starting announcer %s: %w", name, err)
 		}

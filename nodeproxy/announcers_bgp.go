@@ -10,13 +10,7 @@ package nodeproxy
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
@@ -34,7 +28,7 @@ func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), er
 	log := d.log.WithName("bgp")
 	c, err := bgp.NewConsumer(ctx, bgp.ConsumerOptions{Log: log, Node: d.cfg.NodeName, Dynamic: d.dyn, Secrets: d.cs,
 		Recorder: d.recorder, Registerer: d.registry, Resync: d.resync, GracefulRestart: d.cfg.BGPGracefulRestart,
-		Deployed: daemonSetDeployed(d.cs, d.cfg.BGPDaemonSet)})
+		Deployed: d.deployed})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -54,25 +48,4 @@ func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), er
 		log.Info("BGP stopped; every prefix withdrawn")
 	}
 	return c, stop, nil
-}
-
-// daemonSetDeployed is the bgp Consumer's Deployed check for --bgp-daemonset ("namespace/name";
-// empty: none): the DaemonSet exists and is not being deleted. Forbidden and Unauthorized count
-// as gone too: helm uninstall deletes the agent's Role and ServiceAccount right after the
-// DaemonSet, before the garbage collector stops the pods.
-func daemonSetDeployed(cs kubernetes.Interface, ref string) func(context.Context) (bool, error) {
-	ns, name, ok := strings.Cut(ref, "/")
-	if !ok {
-		return nil
-	}
-	return func(ctx context.Context) (bool, error) {
-		ds, err := cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("getting DaemonSet %s: %w", ref, err)
-		}
-		return ds.DeletionTimestamp == nil, nil
-	}
 }

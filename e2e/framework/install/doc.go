@@ -40,8 +40,8 @@
 //
 // # Uninstall
 //
-// Uninstall waits until Helm has deleted the release's objects and their pods, then Helm runs
-// the chart's post-delete hook: a Job with one pod per node running `portico-agent --cleanup`,
-// which removes every chain and table the agents installed. The chart's CRDs stay (Helm
-// never deletes CRDs), as do the Services users made.
+// Uninstall waits until Helm has deleted the release's objects and their pods. Each agent,
+// stopping with its DaemonSet being deleted, withdraws its announcements and removes every
+// chain and table it installed (nodeproxy/uninstall.go), on every node it ran on. The chart's
+// CRDs stay (Helm never deletes CRDs), as do the Services users made.
 package install

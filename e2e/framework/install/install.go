@@ -325,8 +325,8 @@ func (r *Release) stage(ctx context.Context, tag string) (Images, error) {
 }
 
 // Uninstall runs `helm uninstall --wait --cascade foreground`: Helm deletes the release's
-// objects, waits until they (and so the agent's and controller's pods) are gone, then runs the
-// chart's post-delete hooks (the agent's cleanup on every node). Calling it twice is a no-op.
+// objects and waits until they (and so the agent's and controller's pods, each agent removing
+// its rules as it stops) are gone. Calling it twice is a no-op.
 func (r *Release) Uninstall(ctx context.Context) error {
 	if r.removed {
 		return nil

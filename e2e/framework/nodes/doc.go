@@ -31,6 +31,14 @@
 //   - with Options.DNS, CoreDNS as a Deployment in kube-system behind the kube-dns Service
 //     (DNSServiceIP, the kubelets' clusterDNS), reaching the apiserver at its real address.
 //
+// # Nodes added later
+//
+// Options.Spare reserves lab nodes at Start (addresses, pod CIDRs the LAN already routes,
+// kubelet tokens); Cluster.AddNode starts the next one as a node joining the running cluster
+// (its routes, containerd with the cluster's images and any given archives, its kubelet),
+// e.g. to see what a DaemonSet does on a node added after its install. An added node is one of
+// Nodes from then on and is stopped and cleaned up like the others.
+//
 // # Dual-stack
 //
 // Options.IPFamilies makes the cluster dual-stack, IPv4 first (DualStack) or IPv6 first

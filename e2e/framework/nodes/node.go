@@ -95,8 +95,9 @@ hostname "$4"
 echo ready
 exec sleep infinity`
 
-// start brings the node up: directories, holder, containerd with the images, kubelet.
-func (n *Node) start(ctx context.Context, c *Cluster) error {
+// start brings the node up: directories, holder, containerd with the cluster's images and the
+// archives extra, kubelet.
+func (n *Node) start(ctx context.Context, c *Cluster, extra []string) error {
 	begin := time.Now()
 	step := func(what string) {
 		c.logf("nodes: %s: %s after %s", n.Name, what, time.Since(begin).Round(time.Millisecond))
@@ -142,6 +143,11 @@ func (n *Node) start(ctx context.Context, c *Cluster) error {
 	step("containerd ready")
 	for _, img := range c.images {
 		if err := n.ImportImage(ctx, img.Archive); err != nil {
+			return err
+		}
+	}
+	for _, archive := range extra {
+		if err := n.ImportImage(ctx, archive); err != nil {
 			return err
 		}
 	}

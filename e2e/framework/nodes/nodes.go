@@ -35,6 +35,11 @@ const dirPrefix = "portico-nodes-"
 type Options struct {
 	// Nodes is the number of kubelet nodes (1..12); zero means 3.
 	Nodes int
+	// Spare reserves lab nodes for Cluster.AddNode (Nodes+Spare at most 12): their addresses,
+	// pod CIDRs (which every LAN host routes from the start) and kubelet tokens (the
+	// apiserver reads its token file once) are allocated at Start; their namespaces exist on
+	// the LAN but run nothing until AddNode starts one.
+	Spare int
 	// DNS runs CoreDNS (built by k8sbin.EnsureCoreDNS) as the kube-dns Service at
 	// DNSServiceIP, the kubelets' clusterDNS.
 	DNS bool
@@ -62,7 +67,8 @@ type Cluster struct {
 	// ControlPlane is etcd, kube-apiserver (Node,RBAC; token per kubelet), kube-controller-manager
 	// with every default controller, kube-scheduler.
 	ControlPlane *cluster.Cluster
-	// Nodes are the kubelet nodes, node1..nodeN, in the order of the lab's nodes.
+	// Nodes are the kubelet nodes, node1..nodeN, in the order of the lab's nodes, then the
+	// nodes AddNode added.
 	Nodes []*Node
 	// EchoImage is the image of e2e/tools/echoserver, imported on every node (pull policy
 	// IfNotPresent or Never: nothing can be pulled).
@@ -78,6 +84,8 @@ type Cluster struct {
 	pause    Image
 	dnsImage Image
 	images   []Image
+	// spare are the lab nodes reserved for AddNode, not started yet.
+	spare []*Node
 
 	closeOnce sync.Once
 	closeErr  error
@@ -134,6 +142,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid cluster options: %w", err)
 	}
+	if opts.Spare < 0 {
+		return nil, fmt.Errorf("invalid cluster options: spare nodes %d < 0", opts.Spare)
+	}
 	if err := Sweep(); err != nil {
 		opts.Logf("nodes: sweeping leftovers: %v", err)
 	}
@@ -163,7 +174,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	images.Go(func() { imagesErr = c.buildImages(ctx, opts.DNS) })
 	defer images.Wait() // an early return must not leave the build writing into Dir
 	dual := c.DualStack()
-	labOpts := netlab.Options{Nodes: opts.Nodes, Clients: opts.Clients, Router: opts.Router, RootLink: true, IPv6: dual, RootLink6: dual, Logf: c.logf}
+	labOpts := netlab.Options{Nodes: opts.Nodes + opts.Spare, Clients: opts.Clients, Router: opts.Router, RootLink: true, IPv6: dual, RootLink6: dual, Logf: c.logf}
 	if c.Lab, err = netlab.NewE(labOpts); err != nil {
 		return err
 	}
@@ -171,16 +182,22 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		return err
 	}
 	var tokens []cluster.Token
-	for _, ln := range c.Lab.Nodes() {
+	for i, ln := range c.Lab.Nodes() {
 		n := &Node{Name: ln.Name, Lab: ln, Dir: filepath.Join(c.Dir, ln.Name), Cgroup: filepath.Base(c.Dir) + "/" + ln.Name, families: c.families}
 		if n.token, err = pki.Token(); err != nil {
 			return err
 		}
 		tokens = append(tokens, cluster.Token{Token: n.token, User: "system:node:" + n.Name, Groups: []string{"system:nodes"}})
-		c.Nodes = append(c.Nodes, n)
+		if i < opts.Nodes {
+			c.Nodes = append(c.Nodes, n)
+		} else {
+			c.spare = append(c.spare, n)
+		}
 	}
-	if err := c.addRoutes(); err != nil {
-		return err
+	for _, n := range c.Nodes {
+		if err := c.addRoutes(n); err != nil {
+			return err
+		}
 	}
 	cpDir := filepath.Join(c.Dir, "control-plane")
 	if err := os.Mkdir(cpDir, 0o755); err != nil {
@@ -222,7 +239,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	var wg sync.WaitGroup
 	for i, n := range c.Nodes {
 		wg.Go(func() {
-			if err := n.start(ctx, c); err != nil {
+			if err := n.start(ctx, c, nil); err != nil {
 				errs[i] = fmt.Errorf("starting %s: %w", n.Name, err)
 			}
 		})
@@ -243,6 +260,34 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		step("CoreDNS Ready")
 	}
 	return nil
+}
+
+// AddNode starts the next spare lab node (Options.Spare) as a kubelet node that joins the
+// running cluster, as a machine added to a cluster does: routes as Start adds them, containerd
+// with the cluster's images and then images (more archives, e.g. a DaemonSet's image, which
+// the node would pull: its pods can start at once), the kubelet, which registers its Node; it
+// returns once every node is Ready. The node is appended to Nodes first, so that Close stops
+// it whatever happens; it takes part in cleanup like the others. Not safe to call concurrently
+// with other uses of Nodes.
+func (c *Cluster) AddNode(ctx context.Context, images ...string) (*Node, error) {
+	if len(c.spare) == 0 {
+		return nil, errors.New("adding a node: no spare lab node left (start the cluster with Options.Spare)")
+	}
+	begin := time.Now()
+	n := c.spare[0]
+	c.spare = c.spare[1:]
+	c.Nodes = append(c.Nodes, n)
+	if err := c.addRoutes(n); err != nil {
+		return n, fmt.Errorf("adding %s: %w", n.Name, err)
+	}
+	if err := n.start(ctx, c, images); err != nil {
+		return n, fmt.Errorf("adding %s: %w", n.Name, err)
+	}
+	if err := c.waitReady(ctx); err != nil {
+		return n, fmt.Errorf("adding %s: %w", n.Name, err)
+	}
+	c.logf("nodes: %s added and Ready in %s", n.Name, time.Since(begin).Round(time.Millisecond))
+	return n, nil
 }
 
 // buildImages builds the pause program and the echo server statically and makes an image of

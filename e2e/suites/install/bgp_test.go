@@ -29,20 +29,27 @@ const (
 // the agents announcing the pool to a bird2 router (graceful restart helper, its default), a
 // LoadBalancer Service reached from a client behind the router (ECMP over the three nodes),
 // helm upgrade under traffic (the agents restart with BGP graceful restart: the router keeps
-// every node's route throughout), helm uninstall leaving no rules and no route at the router.
+// every node's route throughout), a node joining after the install and announcing too, helm
+// uninstall leaving no rules on any node and no route at the router. The agents run the
+// iptables mode here (TestInstall runs the default, nftables), so that the uninstall is seen
+// to clean both.
 func TestInstallBGP(t *testing.T) {
-	c := nodes.New(t, nodes.Options{Nodes: 3, DNS: true, Router: true})
+	c := nodes.New(t, nodes.Options{Nodes: 3, Spare: 1, DNS: true, Router: true})
 	ctx := t.Context()
 	t.Logf("cluster of %d nodes with CoreDNS started in %s", len(c.Nodes), c.Started.Round(time.Millisecond))
 
 	// The router: bird peering with every node (no BFD: see the README on BFD and graceful
-	// restart), spreading flows over the nodes by port, and a client behind it.
+	// restart), spreading flows over the nodes by port, and a client behind it. Its neighbours
+	// are every lab node, the spare one (added later) too, as a router configured for the
+	// rack.
 	rh := c.Lab.Router()
 	var neighbors []router.Neighbor
 	var nodeHosts []*netlab.Host
 	var nodeAddrs []netip.Addr
+	for _, ln := range c.Lab.Nodes() {
+		neighbors = append(neighbors, router.Neighbor{Name: ln.Name, Addr: ln.Addr, ASN: bgpNodeASN})
+	}
 	for _, n := range c.Nodes {
-		neighbors = append(neighbors, router.Neighbor{Name: n.Name, Addr: n.Lab.Addr, ASN: bgpNodeASN})
 		nodeHosts, nodeAddrs = append(nodeHosts, &n.Lab.Host), append(nodeAddrs, n.Lab.Addr)
 	}
 	slices.SortFunc(nodeAddrs, netip.Addr.Compare)
@@ -81,7 +88,7 @@ func TestInstallBGP(t *testing.T) {
 		vals["agent"] = map[string]any{"bgpGracefulRestart": gr}
 		t.Logf("agent.bgpGracefulRestart: %s (PORTICO_INSTALL_BGP_GR)", gr)
 	}
-	r := install.Must(t, c, install.Options{Tag: tag, Announce: []string{"bgp"}, Pool: netip.MustParsePrefix(bgpPool), Values: vals})
+	r := install.Must(t, c, install.Options{Tag: tag, ProxyMode: "iptables", Announce: []string{"bgp"}, Pool: netip.MustParsePrefix(bgpPool), Values: vals})
 	t.Logf("helm install to release ready: %s", time.Since(begin).Round(time.Millisecond))
 
 	_, vip := waitVIP(t, svcs, netip.MustParsePrefix(bgpPool))
@@ -135,8 +142,24 @@ func TestInstallBGP(t *testing.T) {
 		}
 	})
 
+	t.Run("node added after install", func(t *testing.T) {
+		n := lateNode(t, c, r)
+		if err := outside.RouteBack(ctx, &n.Lab.Host); err != nil {
+			t.Fatal(err)
+		}
+		all := append(slices.Clone(nodeAddrs), n.Lab.Addr)
+		slices.SortFunc(all, netip.Addr.Compare)
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if out, err := bird.WaitNextHops(rctx, prefix, all); err != nil {
+			t.Fatalf("the router's routes for %s: want every node %v, the added one too: %v\n%s", vip, all, err, out)
+		}
+		t.Logf("the router routes %s via all %d nodes, the added %s too", vip, len(all), n.Name)
+	})
+
 	t.Run("uninstall leaves nothing", func(t *testing.T) {
 		// The Service stays: the uninstall itself must take the route away.
+		agentLogs := followAgentLogs(t, c.Client(), r.Namespace)
 		uninstalled := time.Now()
 		if err := r.Uninstall(ctx); err != nil {
 			t.Fatal(err)
@@ -144,7 +167,7 @@ func TestInstallBGP(t *testing.T) {
 		if err := r.Gone(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("helm uninstall (objects and pods gone, cleanup hook done): %s", time.Since(uninstalled).Round(time.Millisecond))
+		t.Logf("helm uninstall (objects and pods gone) on %d nodes: %s", len(c.Nodes), time.Since(uninstalled).Round(time.Millisecond))
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if out, err := bird.WaitNextHops(rctx, prefix, nil); err != nil {
@@ -152,11 +175,7 @@ func TestInstallBGP(t *testing.T) {
 		} else {
 			t.Logf("the router (bird and kernel) has no route for %s %s after the uninstall began", vip, time.Since(uninstalled).Round(time.Millisecond))
 		}
-		for _, n := range c.Nodes {
-			if left := portico(t, n); len(left) > 0 {
-				t.Errorf("%s: left behind after uninstall:\n%s", n.Name, strings.Join(left, "\n"))
-			}
-		}
+		leftRules(t, c, agentLogs())
 		leftovers(t, c, r)
 		svcs.Delete("echo")
 	})

@@ -33,10 +33,10 @@ const (
 )
 
 // TestInstall is the install story: helm install on a cluster without kube-proxy, a
-// LoadBalancer Service reached from the LAN, helm upgrade under traffic, helm uninstall
-// leaving nothing.
+// LoadBalancer Service reached from the LAN, helm upgrade under traffic, a node joining after
+// the install, helm uninstall leaving nothing on any node.
 func TestInstall(t *testing.T) {
-	c := nodes.New(t, nodes.Options{Nodes: 3, DNS: true, Clients: 1})
+	c := nodes.New(t, nodes.Options{Nodes: 3, Spare: 1, DNS: true, Clients: 1})
 	ctx := t.Context()
 	cs := c.Client()
 	t.Logf("cluster of %d nodes with CoreDNS started in %s", len(c.Nodes), c.Started.Round(time.Millisecond))
@@ -144,9 +144,12 @@ func TestInstall(t *testing.T) {
 		}
 	})
 
+	t.Run("node added after install", func(t *testing.T) { lateNode(t, c, r) })
+
 	t.Run("uninstall leaves nothing", func(t *testing.T) {
 		svcs.Delete("echo")
 		svcs.WaitGone("echo")
+		agentLogs := followAgentLogs(t, c.Client(), r.Namespace)
 		uninstalled := time.Now()
 		if err := r.Uninstall(ctx); err != nil {
 			t.Fatal(err)
@@ -154,18 +157,40 @@ func TestInstall(t *testing.T) {
 		if err := r.Gone(ctx); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("helm uninstall (objects and pods gone, cleanup hook done): %s", time.Since(uninstalled).Round(time.Millisecond))
-		for _, n := range c.Nodes {
-			if left := portico(t, n); len(left) > 0 {
-				t.Errorf("%s: left behind after uninstall:\n%s", n.Name, strings.Join(left, "\n"))
-			}
-		}
+		t.Logf("helm uninstall (objects and pods gone) on %d nodes: %s", len(c.Nodes), time.Since(uninstalled).Round(time.Millisecond))
+		leftRules(t, c, agentLogs())
 		// No node answers ARP for the VIP any more: arping gets no reply.
 		if out, err := client.Exec(ctx, "arping", "-c", "3", "-w", "3", "-I", "eth0", vip.String()); err == nil {
 			t.Errorf("a node still answers ARP for %s after uninstall:\n%s", vip, out)
 		}
 		leftovers(t, c, r)
 	})
+}
+
+// lateNode adds a node to the running cluster after the install (and the upgrade, so that
+// nothing rendered at install or upgrade time knows it) with the agent's image on it, as a
+// node that pulls it: the agent DaemonSet's pod there becomes Ready and programs the node.
+// The uninstall that follows must clean it like the others.
+func lateNode(t *testing.T, c *nodes.Cluster, r *install.Release) *nodes.Node {
+	t.Helper()
+	ctx := t.Context()
+	added := time.Now()
+	n, err := c.AddNode(ctx, r.Images.Archives["portico-agent"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := time.Since(added)
+	if err := r.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, time.Minute, "the agent's rules on "+n.Name, func() error {
+		if len(portico(t, n)) == 0 {
+			return fmt.Errorf("no %s chain or %s table on %s", rules.Prefix, nftables.TableName, n.Name)
+		}
+		return nil
+	})
+	t.Logf("%s joined the cluster (Ready) in %s; its agent Ready and its rules in place %s after it was added", n.Name, joined.Round(time.Millisecond), time.Since(added).Round(time.Millisecond))
+	return n
 }
 
 // clusterIPs: the agents made ClusterIPs work without kube-proxy: CoreDNS answers through the
@@ -232,6 +257,34 @@ func portico(t *testing.T, n *nodes.Node) []string {
 	}
 	return found
 }
+
+// leftRules: no node, the added one too, keeps a chain or table of the agent. It logs what
+// each agent decided as it stopped (logs: followAgentLogs from before the uninstall), and on
+// a node with rules left the end of that agent's log.
+func leftRules(t *testing.T, c *nodes.Cluster, logs map[string][]string) {
+	t.Helper()
+	for pod, lines := range logs {
+		t.Logf("agent %s at uninstall:\n%s", pod, strings.Join(grep(lines, uninstallWords), "\n"))
+	}
+	var counts []string
+	for _, n := range c.Nodes {
+		left := portico(t, n)
+		counts = append(counts, fmt.Sprintf("%s %d", n.Name, len(left)))
+		if len(left) == 0 {
+			continue
+		}
+		t.Errorf("%s: left behind after uninstall:\n%s", n.Name, strings.Join(left, "\n"))
+		for pod, lines := range logs {
+			if strings.HasSuffix(pod, " on "+n.Name) {
+				t.Logf("the end of agent %s's log:\n%s", pod, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			}
+		}
+	}
+	t.Logf("agent chains and tables left per node after uninstall: %s", strings.Join(counts, ", "))
+}
+
+// uninstallWords pick an agent's log lines about how it stopped (nodeproxy/uninstall.go).
+var uninstallWords = []string{"DaemonSet", "uninstall", "Uninstall", "Stopped", "removing the rules", "signal"}
 
 // leftovers: no object of the release stays: pods, the agent's and controller's workloads,
 // ConfigMaps, the membership Secret, Helm's release Secrets, the cleanup Job, RBAC.

@@ -185,7 +185,7 @@ func runCluster(ctx context.Context) (err error) {
 	}
 	fmt.Printf("the VIP after the upgrade: %s\n", s.Status.LoadBalancer.Ingress[0].IP)
 
-	step("Deleting default/web, then helm uninstall --wait --cascade foreground (the cleanup hook runs portico-agent --cleanup on every node)")
+	step("Deleting default/web, then helm uninstall --wait --cascade foreground (each agent, seeing its DaemonSet deleted, removes its rules as it stops)")
 	if err := cs.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		return err
 	}

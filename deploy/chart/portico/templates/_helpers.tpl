@@ -39,8 +39,9 @@ membership:
 {{- if has "bgp" $a.announce }}
 bgp:
   gracefulRestart: {{ $a.bgpGracefulRestart }}
-  daemonSet: {{ .Release.Namespace }}/portico-agent
 {{- end }}
+daemonSet: {{ .Release.Namespace }}/portico-agent
+uninstallCleanup: {{ $a.cleanupOnUninstall }}
 {{- end -}}
 
 {{/* portico-agent's kubeconfig when agent.apiServer is set: the API server at that address,
