@@ -340,7 +340,7 @@ func (r *Release) Uninstall(ctx context.Context) error {
 		// Helm 4.2's delete wait can end early: a resource whose first status has not
 		// arrived yet counts as deleted, and a Deployment still Terminating is then
 		// reported as "still exists" long before the timeout (seen once in six TestInstall
-		// runs, after 10.6 s). Helm has deleted everything, run the post-delete hook and
+		// runs, after 10.6 s). Helm has deleted everything (and run any post-delete hook) and
 		// purged the release by then; wait for the workloads to be gone as it meant to.
 		r.opts.Logf("install: helm uninstall returned early (%v); waiting for the workloads to go", err)
 		if werr := r.workloadsGone(ctx); werr != nil {

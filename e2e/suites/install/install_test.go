@@ -287,7 +287,7 @@ func leftRules(t *testing.T, c *nodes.Cluster, logs map[string][]string) {
 var uninstallWords = []string{"DaemonSet", "uninstall", "Uninstall", "Stopped", "removing the rules", "signal"}
 
 // leftovers: no object of the release stays: pods, the agent's and controller's workloads,
-// ConfigMaps, the membership Secret, Helm's release Secrets, the cleanup Job, RBAC.
+// ConfigMaps, the membership Secret, Helm's release Secrets, Jobs, RBAC.
 func leftovers(t *testing.T, c *nodes.Cluster, r *install.Release) {
 	ctx := t.Context()
 	cs := c.Client()
