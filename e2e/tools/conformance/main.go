@@ -208,7 +208,7 @@ func render(from, selection, readme string) error {
 		if ipv6 {
 			family = "IPv6-first dual-stack clusters (the specs run over IPv6) with upstream's dual-stack specs"
 		}
-		t := fmt.Sprintf("%s selection, %s; each column ran on its own cluster, as its own process (`-from`).\n\n", selection, family) + table
+		t := fmt.Sprintf("%s selection, %s; each column ran on its own cluster; table assembled from the runs' reports (`-from`).\n\n", selection, family) + table
 		fmt.Print(t)
 		return t
 	})
