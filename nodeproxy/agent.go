@@ -158,9 +158,7 @@ func (a *agent) run(parent context.Context) error {
 	a.startHTTP(ctx, cancel)
 	a.syncUntilDone(ctx)
 	signalled := parent.Err() != nil
-	checkCtx, cancelCheck := context.WithTimeout(context.Background(), uninstallCheckBudget)
-	a.uninstalling = a.uninstallingAt(checkCtx, signalled)
-	cancelCheck()
+	a.uninstalling = a.uninstallingAt(signalled, uninstallCheckBudget)
 	a.exitHold = a.exitHoldFor(signalled)
 	// The announcers withdraw (or not) and membership is left before the rules go, so that
 	// no VIP draws traffic to a node without them.
@@ -262,7 +260,7 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 	}
 	for _, name := range a.cfg.Announcers {
 		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: ev.recorder, registry: a.registry,
-			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull, deployed: a.stillDeployed})
+			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull, uninstalling: a.isUninstalling})
 		if err != nil {
 			return fmt.Errorf("starting announcer %s: %w", name, err)
 		}

@@ -24,9 +24,9 @@ type announcerDeps struct {
 	cs       kubernetes.Interface
 	dyn      dynamic.Interface
 	resync   func() // queues a full sync of the loop
-	// deployed, called when the announcer stops, is false when the agent is being
+	// uninstalling, called when the announcer stops, is true when the agent is being
 	// uninstalled (uninstall.go): withdraw everything then, whatever a restart would keep.
-	deployed func(context.Context) (bool, error)
+	uninstalling func() bool
 }
 
 // newAnnouncer builds one announcer Consumer and the function that stops it (withdrawing what

@@ -28,7 +28,7 @@ func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), er
 	log := d.log.WithName("bgp")
 	c, err := bgp.NewConsumer(ctx, bgp.ConsumerOptions{Log: log, Node: d.cfg.NodeName, Dynamic: d.dyn, Secrets: d.cs,
 		Recorder: d.recorder, Registerer: d.registry, Resync: d.resync, GracefulRestart: d.cfg.BGPGracefulRestart,
-		Deployed: d.deployed})
+		Uninstalling: d.uninstalling})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -65,13 +65,15 @@ func daemonSetDeployed(cs kubernetes.Interface, ref string) func(context.Context
 
 // uninstallingAt reports whether the agent, now stopping, is being uninstalled: it was told to
 // stop (signalled; an agent failing on its own is restarted by its kubelet) and its DaemonSet
-// is no longer deployed (a.deployed). A failed read is tried again until ctx ends; without
+// is no longer deployed (a.deployed). A failed read is tried again for up to budget; without
 // --daemonset, or when no read succeeds, it is not. The outcome is logged either way, the
 // line a user (and the install suite) reads to learn why the rules went or stayed.
-func (a *agent) uninstallingAt(ctx context.Context, signalled bool) bool {
+func (a *agent) uninstallingAt(signalled bool, budget time.Duration) bool {
 	if !signalled || a.deployed == nil {
 		return false
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
 	var deployed bool
 	var lastErr error
 	tries := 0
@@ -99,9 +101,9 @@ func (a *agent) uninstallingAt(ctx context.Context, signalled bool) bool {
 	return !deployed
 }
 
-// stillDeployed is the announcers' view of the decision taken at exit (announcerDeps.deployed):
-// false once the agent knows it is being uninstalled.
-func (a *agent) stillDeployed(context.Context) (bool, error) { return !a.uninstalling, nil }
+// isUninstalling is the announcers' view of the decision taken at exit
+// (announcerDeps.uninstalling).
+func (a *agent) isUninstalling() bool { return a.uninstalling }
 
 // removeRules removes every chain and table the agent installed (both modes, as --cleanup),
 // once its consumers have stopped; the logger is the agent's.

@@ -70,7 +70,7 @@ func TestDaemonSetDeployed(t *testing.T) {
 
 // TestUninstallingAt: the agent uninstalls only when a signal stopped it and its DaemonSet is
 // not deployed; its own failure, no --daemonset, or a check that fails are restarts. Once
-// uninstalling, the announcers see it (stillDeployed false) and no restart hold is asked for.
+// uninstalling, the announcers see it (isUninstalling) and no restart hold is asked for.
 func TestUninstallingAt(t *testing.T) {
 	unreachable := errors.New("apiserver unreachable")
 	for _, tc := range []struct {
@@ -107,9 +107,7 @@ func TestUninstallingAt(t *testing.T) {
 					return tc.deployed, nil
 				}
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-			defer cancel()
-			a.uninstalling = a.uninstallingAt(ctx, tc.signalled)
+			a.uninstalling = a.uninstallingAt(tc.signalled, 2*time.Second)
 			if a.uninstalling != tc.want {
 				t.Errorf("uninstalling %v, want %v", a.uninstalling, tc.want)
 			}
@@ -119,9 +117,8 @@ func TestUninstallingAt(t *testing.T) {
 			if !tc.signalled && calls > 0 {
 				t.Error("an agent failing on its own read its DaemonSet")
 			}
-			still, err := a.stillDeployed(t.Context())
-			if err != nil || still == tc.want {
-				t.Errorf("stillDeployed = %v, %v; want %v", still, err, !tc.want)
+			if got := a.isUninstalling(); got != tc.want {
+				t.Errorf("isUninstalling = %v; want %v", got, tc.want)
 			}
 			if tc.want {
 				if hold := a.exitHoldFor(true); hold != 0 {

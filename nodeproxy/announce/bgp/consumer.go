@@ -64,10 +64,10 @@ type ConsumerOptions struct {
 	// every peer (Peer.GracefulRestart): Stop then keeps this node's routes at the routers for
 	// that long (StopForRestart) unless the node is leaving (see Stop).
 	GracefulRestart time.Duration
-	// Deployed, when not nil, tells Stop whether the agent is still deployed (its DaemonSet
-	// exists and is not being deleted): when it is not (an uninstall), Stop withdraws despite
-	// GracefulRestart. An error keeps the routes (the restart time bounds them).
-	Deployed func(ctx context.Context) (bool, error)
+	// Uninstalling, when not nil, tells Stop whether the agent is being uninstalled (the
+	// agent decides that once as it stops, nodeproxy/uninstall.go): then Stop withdraws
+	// despite GracefulRestart.
+	Uninstalling func() bool
 }
 
 // Sessions is what the Consumer needs of a Speaker: the full desired peers and
@@ -424,8 +424,8 @@ func routerID(n *corev1.Node) netip.Addr {
 // ConsumerOptions.GracefulRestart on a node that stays (eligible and not cordoned at the last
 // sync), the sessions close for a restart: the routers keep this node's routes for the restart
 // time, so that replacing the agent's pod moves no traffic. Otherwise (graceful restart off, or
-// the node drained, excluded or being deleted: it is likely going away; or the agent no longer
-// deployed, see ConsumerOptions.Deployed) every prefix is withdrawn first. The returned bool reports whether the routes were kept.
+// the node drained, excluded or being deleted: it is likely going away; or the agent being
+// uninstalled, see ConsumerOptions.Uninstalling) every prefix is withdrawn first. The returned bool reports whether the routes were kept.
 func (c *Consumer) Stop(ctx context.Context) (bool, error) {
 	c.cancel()
 	<-c.done
@@ -435,31 +435,19 @@ func (c *Consumer) Stop(ctx context.Context) (bool, error) {
 	if c.speaker == nil {
 		return false, nil
 	}
-	if c.opts.GracefulRestart > 0 && c.staying && c.deployed(ctx) {
+	if c.opts.GracefulRestart > 0 && c.staying && !c.uninstalling() {
 		return true, c.speaker.StopForRestart(ctx)
 	}
 	return false, c.speaker.Stop(ctx)
 }
 
-// deployedCheckTimeout bounds the Deployed check at Stop.
-const deployedCheckTimeout = time.Second
-
-// deployed runs ConsumerOptions.Deployed, if any; true when it cannot tell.
-func (c *Consumer) deployed(ctx context.Context) bool {
-	if c.opts.Deployed == nil {
-		return true
+// uninstalling runs ConsumerOptions.Uninstalling, if any.
+func (c *Consumer) uninstalling() bool {
+	if c.opts.Uninstalling == nil || !c.opts.Uninstalling() {
+		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, deployedCheckTimeout)
-	defer cancel()
-	ok, err := c.opts.Deployed(ctx)
-	if err != nil {
-		c.opts.Log.Error(err, "Checking whether the agent is still deployed; keeping the routes for a restart")
-		return true
-	}
-	if !ok {
-		c.opts.Log.Info("The agent is no longer deployed (its DaemonSet gone, being deleted or unreadable); withdrawing the routes")
-	}
-	return ok
+	c.opts.Log.Info("The agent is being uninstalled; withdrawing the routes")
+	return true
 }
 
 // reportLoop writes this node's entry of every BGPPeer's status when it changes.

@@ -584,19 +584,18 @@ func TestConsumerNoPeerNoSpeaker(t *testing.T) {
 
 func TestConsumerStopForRestart(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		gr       time.Duration
-		node     func(*corev1.Node)
-		deployed func(context.Context) (bool, error)
-		wantKept bool
+		name         string
+		gr           time.Duration
+		node         func(*corev1.Node)
+		uninstalling func() bool
+		wantKept     bool
 	}{
 		{"graceful restart, node stays", 30 * time.Second, func(*corev1.Node) {}, nil, true},
 		{"graceful restart off", 0, func(*corev1.Node) {}, nil, false},
 		{"node cordoned", 30 * time.Second, func(n *corev1.Node) { n.Spec.Unschedulable = true }, nil, false},
 		{"node excluded", 30 * time.Second, func(n *corev1.Node) { n.Labels[servicerules.ExcludeFromLBLabel] = "true" }, nil, false},
-		{"still deployed", 30 * time.Second, func(*corev1.Node) {}, func(context.Context) (bool, error) { return true, nil }, true},
-		{"uninstalled", 30 * time.Second, func(*corev1.Node) {}, func(context.Context) (bool, error) { return false, nil }, false},
-		{"cannot tell", 30 * time.Second, func(*corev1.Node) {}, func(context.Context) (bool, error) { return false, errors.New("apiserver down") }, true},
+		{"still deployed", 30 * time.Second, func(*corev1.Node) {}, func() bool { return false }, true},
+		{"uninstalled", 30 * time.Second, func(*corev1.Node) {}, func() bool { return true }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
@@ -605,7 +604,7 @@ func TestConsumerStopForRestart(t *testing.T) {
 			w.pool("bgp", &v1alpha1.BGPAnnounce{}, "198.18.10.0/24")
 			w.service("web", false, "198.18.10.1")
 			c, err := NewConsumer(context.Background(), ConsumerOptions{Log: logr.Discard(), Node: "node1", Dynamic: w.dyn, Secrets: w.cs,
-				StatusInterval: time.Hour, GracefulRestart: tc.gr, Deployed: tc.deployed,
+				StatusInterval: time.Hour, GracefulRestart: tc.gr, Uninstalling: tc.uninstalling,
 				NewSpeaker: func(context.Context, Options) (Sessions, error) { return w.sessions, nil }})
 			if err != nil {
 				t.Fatal(err)

@@ -71,7 +71,7 @@
 // selection deferral). bird 2.0.12 ends a graceful restart when the peer's BFD session goes
 // down (unless configured "bfd graceful"), so with BFD the routes go at BFD's detection time
 // all the same (TestGracefulRestart). The Consumer stops for a restart only on a node that
-// stays (eligible, not cordoned) while the agent is still deployed (ConsumerOptions.Deployed).
+// stays (eligible, not cordoned) while the agent is not being uninstalled (ConsumerOptions.Uninstalling).
 //
 // # Status and metrics
 //
