@@ -47,9 +47,12 @@
 //     Services changed (a listed Service that is gone reads as nil);
 //   - State.Service(key): the Service (spec, status.loadBalancer.ingress with ipMode,
 //     externalTrafficPolicy, healthCheckNodePort) and its EndpointSlices (endpoints with their
-//     nodeName and ready/serving/terminating conditions), straight from the informer caches,
-//     read-only; State.Store.Services() lists every Service at any time, so a consumer that
-//     wants the complete state on every sync can have it;
+//     nodeName and ready/serving/terminating conditions), read-only, as the informer caches
+//     held them when the sync began (tracker.Snapshot): every consumer of one sync sees the
+//     same objects, and what changes meanwhile comes with the next sync to all of them, so an
+//     announcer never attracts traffic for a VIP the rules do not have yet;
+//     State.Store.Services() lists every Service of that snapshot, so a consumer that wants
+//     the complete state on every sync can have it;
 //   - State.Node (nil until the Node exists) and State.NodeEligible (the controller's rule:
 //     known, not being deleted, not excluded from load balancers);
 //   - State.Store.Nodes() and State.Store.AddressPools() (every Node and the pools when

@@ -47,10 +47,13 @@ type changeSource interface {
 // most one per the limiter's period; a failure puts the changes back and makes the next sync
 // full.
 type syncLoop struct {
-	log       logr.Logger
-	node      string
-	changes   changeSource
-	store     tracker.Store
+	log     logr.Logger
+	node    string
+	changes changeSource
+	store   tracker.Store
+	// snapshot is what the consumers read: store's Services as of each sync's start (created
+	// over store on the first sync).
+	snapshot  *tracker.Snapshot
 	consumers []Consumer
 	queue     workqueue.TypedRateLimitingInterface[string]
 	limiter   *rate.Limiter
@@ -137,7 +140,16 @@ func (l *syncLoop) sync(ctx context.Context) error {
 	full := l.fullPending.Swap(false)
 	changed, nodeChanged, triggers := l.changes.Take()
 	full = full || nodeChanged
-	st, err := tracker.NewState(l.store, l.node, full, changed)
+	if l.snapshot == nil {
+		l.snapshot = tracker.NewSnapshot(l.store)
+	}
+	// Every consumer reads the objects as they are now, not as they are when its turn comes:
+	// an announcer must not announce what the netfilter programmer, run before it, did not see.
+	if err := l.snapshot.Refresh(full, changed); err != nil {
+		l.changes.Restore(changed)
+		return err
+	}
+	st, err := tracker.NewState(l.snapshot, l.node, full, changed)
 	if err != nil {
 		l.changes.Restore(changed)
 		return err

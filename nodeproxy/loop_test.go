@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +240,66 @@ func TestMembershipChangeSkipsLimiterAndDropsDeadEndpoints(t *testing.T) {
 	defer cancel2()
 	if f.loop.processNext(short) {
 		t.Error("an ordinary change did not wait for the rate limiter")
+	}
+}
+
+// consumerFunc is a Consumer from a function.
+type consumerFunc func(st *tracker.State) error
+
+func (consumerFunc) Name() string                                      { return "func" }
+func (c consumerFunc) Sync(_ context.Context, st *tracker.State) error { return c(st) }
+
+// TestSyncLoopOneStatePerSync: objects that change while a sync runs (an informer update after
+// the netfilter programmer rendered) reach no consumer of that sync, so an announcer never acts
+// on what the rules lack; the next sync hands them to every consumer.
+func TestSyncLoopOneStatePerSync(t *testing.T) {
+	ctx := context.Background()
+	f := newLoopFixture(t)
+	f.service("web", "198.19.1.2")
+	f.loop.requestFull()
+	f.loop.processNext(ctx)
+
+	f.service("web", "198.19.1.3")
+	var late types.NamespacedName
+	updateMidSync := consumerFunc(func(*tracker.State) error {
+		f.service("web", "198.19.1.4") // the informer's next update, during this sync
+		late = f.service("api", "198.19.1.5")
+		return nil
+	})
+	var seen []string
+	var keys []types.NamespacedName
+	announcer := consumerFunc(func(st *tracker.State) error {
+		_, eps, err := st.Service(types.NamespacedName{Namespace: "ns", Name: "web"})
+		if err != nil {
+			return err
+		}
+		for _, s := range eps {
+			for _, e := range s.Endpoints {
+				seen = append(seen, e.Addresses...)
+			}
+		}
+		keys, err = st.Store.Services()
+		return err
+	})
+	f.loop.consumers = []Consumer{f.loop.consumers[0], updateMidSync, announcer}
+	f.loop.processNext(ctx)
+	if !strings.Contains(f.bucket(), "198.19.1.3:8080") {
+		t.Fatalf("bucket %q: the programmer did not render the sync's endpoint", f.bucket())
+	}
+	if len(seen) != 1 || seen[0] != "198.19.1.3" {
+		t.Errorf("the announcer saw web's endpoints %v in the sync that programmed 198.19.1.3", seen)
+	}
+	if slices.Contains(keys, late) {
+		t.Errorf("the announcer listed %v, created after the sync began: %v", late, keys)
+	}
+
+	f.loop.consumers = []Consumer{f.loop.consumers[0], announcer}
+	seen = nil
+	f.loop.processNext(ctx)
+	if !strings.Contains(f.bucket(), "198.19.1.4:8080") || len(seen) != 1 || seen[0] != "198.19.1.4" {
+		t.Errorf("next sync: bucket %q, announcer saw %v; want both at 198.19.1.4", f.bucket(), seen)
+	}
+	if !slices.Contains(keys, late) {
+		t.Errorf("next sync: the announcer's keys %v lack %v", keys, late)
 	}
 }

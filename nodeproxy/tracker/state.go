@@ -19,8 +19,9 @@ import (
 )
 
 // State is what every consumer of the sync loop sees on one sync: which Services changed and
-// read access to the current tracked objects. It is only valid during the Sync call it is
-// passed to, and everything it returns is shared with the informer caches: read-only.
+// read access to the tracked objects (the sync loop passes a Snapshot taken when the sync began).
+// It is only valid during the Sync call it is passed to, and everything it returns is shared
+// with the informer caches: read-only.
 type State struct {
 	// NodeName is this node's name.
 	NodeName string
