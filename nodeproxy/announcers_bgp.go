@@ -10,7 +10,6 @@ package nodeproxy
 
 import (
 	"context"
-	"time"
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/announce/bgp"
@@ -19,10 +18,6 @@ import (
 func init() { announcers[config.AnnouncerBGP] = newBGPAnnouncer }
 
 var _ Consumer = (*bgp.Consumer)(nil)
-
-// bgpStopTimeout bounds the graceful BGP shutdown at exit (withdraw, or not for a graceful
-// restart, then close the sessions).
-const bgpStopTimeout = 5 * time.Second
 
 func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), error) {
 	log := d.log.WithName("bgp")

@@ -3,6 +3,7 @@ package nodeproxy
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
 
 	"github.com/go-logr/logr"
 
@@ -126,5 +128,30 @@ func TestUninstallingAt(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExitWithinGracePeriod: the agent's worst-case exit at an uninstall (every step at its
+// bound) ends at least a second before the chart's terminationGracePeriodSeconds, when the
+// kubelet would kill it with its rules in place.
+func TestExitWithinGracePeriod(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/chart/portico/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Agent struct {
+			TerminationGracePeriodSeconds int `json:"terminationGracePeriodSeconds"`
+		} `json:"agent"`
+	}
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	grace := time.Duration(values.Agent.TerminationGracePeriodSeconds) * time.Second
+	if grace == 0 {
+		t.Fatal("the chart's values.yaml has no agent.terminationGracePeriodSeconds")
+	}
+	if exitWorstCase+time.Second > grace {
+		t.Errorf("the agent may take %v to exit at an uninstall; the chart gives it %v", exitWorstCase, grace)
 	}
 }
