@@ -23,6 +23,7 @@ import (
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/healthcheck"
+	"github.com/portico-lb/portico/nodeproxy/membership"
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
 	"github.com/portico-lb/portico/nodeproxy/nftables"
 	"github.com/portico-lb/portico/nodeproxy/rules"
@@ -111,6 +112,8 @@ type agent struct {
 	// --daemonset); uninstalling is its verdict once the agent stops (uninstall.go).
 	deployed     func(context.Context) (bool, error)
 	uninstalling bool
+	// membership is the running member (nil without --membership).
+	membership *membership.Membership
 }
 
 // newAgent wires the tracker, the loop and the agent's own health; the consumers are created in
@@ -260,7 +263,7 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 	}
 	for _, name := range a.cfg.Announcers {
 		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: ev.recorder, registry: a.registry,
-			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull, uninstalling: a.isUninstalling})
+			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull, uninstalling: a.isUninstalling, membership: a.membership})
 		if err != nil {
 			return fmt.Errorf("starting announcer %s: %w", name, err)
 		}

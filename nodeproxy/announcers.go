@@ -13,6 +13,7 @@ import (
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/announce/l2"
+	"github.com/portico-lb/portico/nodeproxy/membership"
 )
 
 // announcerDeps is what an announcer may use.
@@ -27,6 +28,8 @@ type announcerDeps struct {
 	// uninstalling, called when the announcer stops, is true when the agent is being
 	// uninstalled (uninstall.go): withdraw everything then, whatever a restart would keep.
 	uninstalling func() bool
+	// membership is the agents' membership (nil without --membership).
+	membership *membership.Membership
 }
 
 // newAnnouncer builds one announcer Consumer and the function that stops it (withdrawing what
@@ -55,11 +58,29 @@ func checkAnnouncers(names []string) error {
 	return nil
 }
 
-func newL2Announcer(_ context.Context, d announcerDeps) (Consumer, func(), error) {
+func newL2Announcer(ctx context.Context, d announcerDeps) (Consumer, func(), error) {
 	opts := l2.DefaultOptions()
 	opts.Log = d.log.WithName("l2")
+	opts.Registerer = d.registry
 	ann := l2.New(opts)
-	c := l2.NewConsumer(l2.ConsumerOptions{Log: opts.Log, Announcer: ann, Recorder: d.recorder, Registerer: d.registry})
+	copts := l2.ConsumerOptions{Log: opts.Log, Announcer: ann, Recorder: d.recorder, Registerer: d.registry}
+	if m := d.membership; m != nil {
+		// A node that announced this node's VIPs while it counted it dead asks it, once it is
+		// back, to announce them again (l2.ConsumerOptions.AskReassert).
+		copts.AskReassert = m.AskReassert
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-m.ReassertAsked():
+					opts.Log.Info("Announcing this node's VIPs again: another node announced them while it counted this one dead")
+					ann.Reannounce()
+				}
+			}
+		}()
+	}
+	c := l2.NewConsumer(copts)
 	return c, ann.Stop, nil
 }
 

@@ -30,6 +30,7 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	peers := func() []netip.Addr { return a.membershipPeers(cfg.BindAddr) }
+	a.membership = m
 	m.SetPeers(peers()) // blocks for the first join
 	a.log.Info("Joined membership", "bind", netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.Port)), "alive", len(m.Alive()))
 	st := &settling{until: time.Now().Add(startupSettle), log: a.log.WithName("membership"),

@@ -128,6 +128,9 @@ type Membership struct {
 	meta    []byte // this node's metadata (see nodeMeta)
 	peers   []netip.Addr
 	changed chan struct{}
+	// reassert receives a value when another member asked this one to announce its VIPs
+	// again (Reassert).
+	reassert chan struct{}
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -142,14 +145,15 @@ func Start(cfg Config) (*Membership, error) {
 		return nil, err
 	}
 	m := &Membership{
-		cfg:     cfg,
-		alive:   map[string]bool{},
-		dead:    map[string]bool{},
-		holds:   map[string]hold{},
-		held:    map[string]*time.Timer{},
-		changed: make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		cfg:      cfg,
+		alive:    map[string]bool{},
+		dead:     map[string]bool{},
+		holds:    map[string]hold{},
+		held:     map[string]*time.Timer{},
+		changed:  make(chan struct{}, 1),
+		reassert: make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = cfg.NodeName
@@ -216,6 +220,37 @@ func (m *Membership) Held() map[string]bool {
 // Changes receives a value after the view changed; several changes may coalesce into one.
 // Read the view with Alive.
 func (m *Membership) Changes() <-chan struct{} { return m.changed }
+
+// AskReassert asks node's agent to announce its VIPs again (its ReassertAsked channel fires):
+// this node announced one of them while it counted node dead, and node is back. The clients
+// that followed this node meanwhile keep sending to it (it serves them: every node has the
+// rules) until node's announcement reaches them; and node, which never saw itself dead,
+// has no other cause to announce again. Best effort: the message goes in the background,
+// and a failure is logged.
+func (m *Membership) AskReassert(node string) {
+	var target *memberlist.Node
+	for _, n := range m.list.Members() {
+		if n.Name == node {
+			target = n
+			break
+		}
+	}
+	if target == nil {
+		return
+	}
+	go func() {
+		if err := m.list.SendReliable(target, []byte{msgReassert}); err != nil {
+			m.cfg.Log.Info("Membership: could not ask a node to announce its VIPs again", "node", node, "err", err.Error())
+		}
+	}()
+}
+
+// ReassertAsked receives a value after another member asked this one to announce its VIPs
+// again (AskReassert); several asks may coalesce into one.
+func (m *Membership) ReassertAsked() <-chan struct{} { return m.reassert }
+
+// msgReassert is the one user message members send each other (AskReassert).
+const msgReassert byte = 1
 
 // SetPeers replaces the addresses of the other members (Node InternalIPs of the family of
 // BindAddr; this node's own address is ignored) and joins those not yet in the member list.
@@ -485,7 +520,16 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return bytes.Clone(m.meta)
 }
 
-func (d *delegate) NotifyMsg([]byte)                           {}
+// NotifyMsg takes the members' user messages: a request to announce again (AskReassert).
+func (d *delegate) NotifyMsg(b []byte) {
+	if len(b) == 1 && b[0] == msgReassert {
+		select {
+		case d.reassert <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 
 func (d *delegate) LocalState(join bool) []byte {

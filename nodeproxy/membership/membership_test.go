@@ -320,3 +320,34 @@ func TestHoldPassedToAJoiningMember(t *testing.T) {
 		t.Errorf("the joining member holds %v, want node3", h)
 	}
 }
+
+// TestAskReassert: a member asked by another fires ReassertAsked; the others do not.
+func TestAskReassert(t *testing.T) {
+	port, err := ports.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := LoadSecretKey(writeFile(t, "s3cret\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := []*Membership{start(t, 1, port, key), start(t, 2, port, key), start(t, 3, port, key)}
+	for _, m := range ms {
+		m.SetPeers(addrs(3))
+	}
+	for _, m := range ms {
+		waitView(t, m, 5*time.Second, "node1", "node2", "node3")
+	}
+	ms[2].AskReassert("node1")
+	select {
+	case <-ms[0].ReassertAsked():
+	case <-time.After(5 * time.Second):
+		t.Fatal("node1 was not asked to announce again within 5 s")
+	}
+	select {
+	case <-ms[1].ReassertAsked():
+		t.Error("node2 was asked too")
+	default:
+	}
+	ms[2].AskReassert("node9") // not a member: nothing to send, nothing fails
+}

@@ -22,6 +22,11 @@
 // it, a held TCP connection through the VIP served on, and no new connection failed; then
 // SIGKILL on the same agent still fails over within failoverMax.
 //
+// TestL2OwnerStall stops the announcing agent with SIGSTOP until the next node has taken its
+// VIPs, then lets it run: the owner never saw itself dead, so the next node, withdrawing, asks
+// it to announce again, and the client's neighbour entries are back on the owner within
+// reassertMax (without the ask they stay on the next node until they expire).
+//
 // TestLocalPolicyAnnouncesFromEndpointNode puts the only endpoint of an externalTrafficPolicy:
 // Local Service on the node that comes last in its VIP's election order: that node announces.
 // TestStartupErrors runs the binary with bad announcement flags and without access to

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // VIP is one address this node must answer for, and the interfaces to answer on.
@@ -28,6 +29,8 @@ type Options struct {
 	Gratuitous int
 	// GratuitousInterval spaces the rounds.
 	GratuitousInterval time.Duration
+	// Registerer takes the announcer's metrics (nil: none).
+	Registerer prometheus.Registerer
 }
 
 // DefaultOptions send 4 rounds 500 ms apart: at 0, 0.5, 1 and 1.5 s after the takeover.
@@ -38,6 +41,8 @@ func DefaultOptions() Options {
 // Announcer answers ARP and NDP for the VIPs of the last Set on their interfaces.
 type Announcer struct {
 	opts Options
+	// bursts counts the gratuitous bursts under way (portico_agent_l2_announcement_bursts).
+	bursts prometheus.Gauge
 
 	mu      sync.Mutex
 	ifaces  map[string]*iface
@@ -53,7 +58,13 @@ func New(opts Options) *Announcer {
 	if opts.GratuitousInterval <= 0 {
 		opts.GratuitousInterval = DefaultOptions().GratuitousInterval
 	}
-	return &Announcer{opts: opts, ifaces: map[string]*iface{}}
+	a := &Announcer{opts: opts, ifaces: map[string]*iface{}, bursts: prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "portico_agent_l2_announcement_bursts",
+		Help: "Gratuitous ARP / unsolicited NA bursts under way (one per VIP taken over or announced again)."})}
+	if opts.Registerer != nil {
+		opts.Registerer.MustRegister(a.bursts)
+	}
+	return a
 }
 
 // Set makes vips the complete set of addresses the node answers for: it starts answering for
@@ -264,7 +275,9 @@ func (i *iface) burst(addr netip.Addr) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	arpR, ndpR := i.arp, i.ndp
 	n, every := i.a.opts.Gratuitous, i.a.opts.GratuitousInterval
+	i.a.bursts.Inc()
 	i.a.goTracked(func() {
+		defer i.a.bursts.Dec()
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for k := 0; k < n; k++ {

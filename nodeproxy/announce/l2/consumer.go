@@ -47,6 +47,12 @@ type ConsumerOptions struct {
 	// Interfaces lists the interfaces to answer for vip on when its pool names none (nil:
 	// LocalInterfaces).
 	Interfaces func(vip netip.Addr, node *corev1.Node) ([]string, error)
+	// AskReassert asks node's agent to announce its VIPs again (nil: nobody to ask): called
+	// for the node that takes over a VIP this node withdraws. When this node had taken the VIP
+	// from a node it counted dead that is back now, that node never stopped counting itself
+	// the owner, and without a new announcement the clients that followed this node would keep
+	// sending here until their neighbour entries expire, to be reset when they move back.
+	AskReassert func(node string)
 }
 
 // Consumer is the layer-2 announcer's room in the agent's sync loop: on every sync it elects
@@ -132,9 +138,16 @@ func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
 		}
 		c.lastAlive = len(st.Alive)
 	}
+	asked := map[string]bool{}
 	for vip, prev := range c.winners {
-		if prev == st.NodeName && winners[vip] != st.NodeName {
-			c.opts.Log.Info("Withdrawing VIP", "vip", vip, "next", winners[vip])
+		next := winners[vip]
+		if prev != st.NodeName || next == st.NodeName {
+			continue
+		}
+		c.opts.Log.Info("Withdrawing VIP", "vip", vip, "next", next)
+		if next != "" && c.opts.AskReassert != nil && !asked[next] {
+			asked[next] = true
+			c.opts.AskReassert(next)
 		}
 	}
 	c.winners = winners

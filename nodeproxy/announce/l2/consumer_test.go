@@ -165,6 +165,8 @@ func TestConsumerTakesOverFromDeadNode(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	reg := prometheus.NewRegistry()
 	c, f := newTestConsumer(rec, reg)
+	var asked []string
+	c.opts.AskReassert = func(node string) { asked = append(asked, node) }
 	all := []string{"node1", "node2", "node3"}
 	if err := c.Sync(context.Background(), w.state(next, all...)); err != nil {
 		t.Fatal(err)
@@ -209,6 +211,10 @@ func TestConsumerTakesOverFromDeadNode(t *testing.T) {
 	}
 	if len(f.set) != 0 {
 		t.Errorf("%s still announces %v after %s came back", next, f.addrs(), winner)
+	}
+	// It never saw itself dead: next asks it to announce again, once, and only then.
+	if !slices.Equal(asked, []string{winner}) {
+		t.Errorf("%s asked %v to announce again, want %s once, when it came back", next, asked, winner)
 	}
 }
 
