@@ -35,6 +35,16 @@
 // Measured in e2e/suites/l2election (3 nodes, 10 trials per failure, 2-core machine): the client is
 // served by the next node 0.55-0.75 s after a kill, an abrupt stop or a link cut.
 //
+// # Asking a node to announce again
+//
+// A live member wrongly declared dead (a stall longer than the suspicion time) never sees
+// itself dead: it refutes and is alive again in the others' views, but in the meantime
+// another node may have taken its VIPs and told the clients so. AskReassert sends the member
+// a one-byte user message (memberlist's reliable stream, encrypted with the key like every
+// other message), and ReassertAsked fires on its side; the layer-2 announcer sends it to the
+// next owner of every VIP it withdraws and answers it with a new round of gratuitous
+// announcements.
+//
 // # Peers, rejoining and leaving
 //
 // SetPeers takes the addresses of the other nodes (their Node InternalIPs) and joins the ones
