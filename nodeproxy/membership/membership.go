@@ -129,7 +129,7 @@ type Membership struct {
 	peers   []netip.Addr
 	changed chan struct{}
 	// reassert receives a value when another member asked this one to announce its VIPs
-	// again (Reassert).
+	// again (AskReassert).
 	reassert chan struct{}
 
 	stopOnce sync.Once
