@@ -77,21 +77,30 @@ func waitSet(t *testing.T, m *Membership, what string, get func() map[string]boo
 	}
 }
 
-func TestViewFollowsMembers(t *testing.T) {
+// threeMembers starts node1..node3 on one port with one key, joined, each seeing all three.
+func threeMembers(t *testing.T) (ms []*Membership, port int, key []byte) {
+	t.Helper()
 	port, err := ports.Free()
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := LoadSecretKey(writeFile(t, "s3cret\n"))
+	key, err = LoadSecretKey(writeFile(t, "s3cret\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := []*Membership{start(t, 1, port, key), start(t, 2, port, key), start(t, 3, port, key)}
+	ms = []*Membership{start(t, 1, port, key), start(t, 2, port, key), start(t, 3, port, key)}
 	for _, m := range ms {
 		m.SetPeers(addrs(3))
 	}
 	for _, m := range ms {
 		waitView(t, m, 5*time.Second, "node1", "node2", "node3")
+	}
+	return ms, port, key
+}
+
+func TestViewFollowsMembers(t *testing.T) {
+	ms, port, key := threeMembers(t)
+	for _, m := range ms {
 		if d := m.Dead(); len(d) != 0 {
 			t.Errorf("%s: dead = %v before any failure", m.cfg.NodeName, d)
 		}
@@ -323,21 +332,7 @@ func TestHoldPassedToAJoiningMember(t *testing.T) {
 
 // TestAskReassert: a member asked by another fires ReassertAsked; the others do not.
 func TestAskReassert(t *testing.T) {
-	port, err := ports.Free()
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := LoadSecretKey(writeFile(t, "s3cret\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := []*Membership{start(t, 1, port, key), start(t, 2, port, key), start(t, 3, port, key)}
-	for _, m := range ms {
-		m.SetPeers(addrs(3))
-	}
-	for _, m := range ms {
-		waitView(t, m, 5*time.Second, "node1", "node2", "node3")
-	}
+	ms, _, _ := threeMembers(t)
 	ms[2].AskReassert("node1")
 	select {
 	case <-ms[0].ReassertAsked():
