@@ -21,7 +21,8 @@ import (
 type Snapshot struct {
 	live    Store
 	entries map[types.NamespacedName]snapshotEntry
-	// keys are entries' keys, sorted; nil when an entry was added or removed since.
+	// keys are entries' keys, sorted (a full Refresh keeps the live store's sorted list); nil
+	// when a partial Refresh added or removed an entry since.
 	keys []types.NamespacedName
 	// complete is set once every Service was read (the first Refresh reads them all).
 	complete bool
@@ -50,6 +51,7 @@ func (s *Snapshot) Refresh(full bool, changed map[types.NamespacedName]bool) err
 			return err
 		}
 		entries := make(map[types.NamespacedName]snapshotEntry, len(all))
+		keys := all[:0] // the live list is sorted: keep it, less any Service gone since
 		for _, key := range all {
 			svc, eps, err := s.live.Service(key)
 			if err != nil {
@@ -57,9 +59,10 @@ func (s *Snapshot) Refresh(full bool, changed map[types.NamespacedName]bool) err
 			}
 			if svc != nil {
 				entries[key] = snapshotEntry{svc: svc, slices: eps}
+				keys = append(keys, key)
 			}
 		}
-		s.entries, s.keys, s.complete = entries, nil, true
+		s.entries, s.keys, s.complete = entries, keys, true
 		return nil
 	}
 	for key := range changed {
