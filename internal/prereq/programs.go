@@ -65,13 +65,11 @@ var Programs = []Program{
 
 	// Debian packages every Debian system has.
 	{Name: "apt-get", Source: Debian, Package: "apt", Base: true, Found: onPath,
-		RunBy: "make prereqs (e2e/tools/prereqs) installs the packages of this list"},
-	{Name: "dpkg-query", Source: Debian, Package: "dpkg", Base: true, Found: onPath,
-		RunBy: "make images (e2e/tools/images) pins each Debian package of the agent image to the installed version"},
-	{Name: "dpkg", Source: Debian, Package: "dpkg", Base: true, Found: onPath,
-		RunBy: "make images (e2e/tools/images) finds the package that holds a library the agent image needs (dpkg -S)"},
+		RunBy: "make prereqs (e2e/tools/prereqs) installs the packages of this list; internal/images downloads the packages the images take files from (apt-get download) and refreshes apt's lists when they name a version the mirror dropped"},
+	{Name: "apt-cache", Source: Debian, Package: "apt", Base: true, Found: onPath,
+		RunBy: "make images (e2e/tools/images, internal/images) asks apt for the version the mirror serves of each Debian package an image takes files from, and for its dependencies"},
 	{Name: "dpkg-deb", Source: Debian, Package: "dpkg", Base: true, Found: onPath,
-		RunBy: "make images (e2e/tools/images) unpacks the Debian packages the agent image takes files from"},
+		RunBy: "make images (e2e/tools/images, internal/images) unpacks the Debian packages the images take files from"},
 	{Name: "chroot", Source: Debian, Package: "coreutils", Base: true, Found: onPath,
 		RunBy: "e2e/tools/images' test runs iptables and conntrack from the agent image's root filesystem"},
 	{Name: "sh", Source: Debian, Package: "dash", Base: true, Found: onPath,
@@ -163,14 +161,13 @@ var Programs = []Program{
 		RunBy: "containerd: every pod's sandbox process on the kubelet nodes", NotScanned: "run by containerd inside a container"},
 
 	// The upstream e2e specs (e2e/framework/conformance, make conformance): images made from
-	// Debian's packages at the versions installed here, and the built test programs.
-	{Name: "busybox", Source: Debian, Package: "busybox-static", Privileged: true, Found: onPath,
-		RunBy: "e2e/framework/conformance lists its applets (busybox --list) for the busybox and agnhost images, which carry its binary"},
-	{Name: "nc.openbsd", Source: Debian, Package: "netcat-openbsd", Privileged: true, Found: "taken from the installed version's package into the agnhost image",
+	// Debian's packages at the versions the mirror serves (internal/images), and the built test
+	// programs.
+	{Name: "nc.openbsd", Source: Debian, Package: "netcat-openbsd", Privileged: true, Found: "taken into the agnhost image from its package at the version the mirror serves (internal/images); the tests do not run it on this machine",
 		RunBy: "the upstream e2e specs, inside agnhost pods (as nc)", NotScanned: "run inside a container by the upstream specs"},
-	{Name: "curl", Source: Debian, Package: "curl", Privileged: true, Found: "taken from the installed version's package into the agnhost image",
+	{Name: "curl", Source: Debian, Package: "curl", Privileged: true, Found: "taken into the agnhost image from its package at the version the mirror serves (internal/images); the tests do not run it on this machine",
 		RunBy: "the upstream e2e specs, inside agnhost pods", NotScanned: "run inside a container by the upstream specs"},
-	{Name: "wget", Source: Debian, Package: "wget", Privileged: true, Found: "taken from the installed version's package into the agnhost image",
+	{Name: "wget", Source: Debian, Package: "wget", Privileged: true, Found: "taken into the agnhost image from its package at the version the mirror serves (internal/images); the tests do not run it on this machine",
 		RunBy: "the upstream e2e specs, inside agnhost pods", NotScanned: "run inside a container by the upstream specs"},
 	{Name: "ginkgo", Source: Built, Found: "e2e/framework/conformance builds github.com/onsi/ginkgo/v2/ginkgo (the version k8s.io/kubernetes requires) into <cache>/bin/e2e-<version>",
 		RunBy: "e2e/framework/conformance runs the upstream specs with it in the tester's namespace", NotScanned: "an argument of ip netns exec"},

@@ -10,10 +10,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/portico-lb/portico/e2e/framework/images"
 	"github.com/portico-lb/portico/e2e/framework/k8sbin"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
 	"github.com/portico-lb/portico/e2e/framework/process"
+	"github.com/portico-lb/portico/internal/images"
 	"github.com/portico-lb/portico/internal/ociimage"
 	"github.com/portico-lb/portico/internal/prereq"
 )
@@ -59,7 +59,8 @@ exec /usr/bin/wget "${args[@]}"
 `
 
 // BuildImages writes the images into dir, from the built programs and Debian's packages
-// (downloaded at the versions installed here, kept in Portico's cache):
+// (downloaded at the versions the mirror serves for this machine's architecture, kept in
+// Portico's cache; internal/images):
 //   - agnhost as upstream's image has it where the specs look (/agnhost, entrypoint, and the
 //     tools the specs exec in it): bash as /bin/sh (busybox's sh runs its own nc and wget
 //     applets ahead of PATH), netcat-openbsd as nc, curl, GNU wget (behind WgetShim),
@@ -78,7 +79,7 @@ func BuildImages(ctx context.Context, dir string, bins Binaries, log func(string
 	}
 	defer os.RemoveAll(work)
 	o := images.DebLayerOptions{DebCache: filepath.Join(prereq.CacheDir(), "debs"), Work: work, Log: log}
-	applets, err := busyboxApplets(ctx)
+	applets, err := busyboxApplets(ctx, o)
 	if err != nil {
 		return Images{}, err
 	}
@@ -156,10 +157,14 @@ func BuildImages(ctx context.Context, dir string, bins Binaries, log func(string
 	return im, nil
 }
 
-// busyboxApplets lists busybox's applets as absolute paths in /bin (busybox --list: the
-// installed busybox-static, whose version the image's is pinned to).
-func busyboxApplets(ctx context.Context) ([]string, error) {
-	out, err := process.Run(ctx, "busybox", "--list")
+// busyboxApplets lists busybox's applets as absolute paths in /bin: busybox --list of the
+// busybox-static the images carry (a static program, run from its unpacked package).
+func busyboxApplets(ctx context.Context, o images.DebLayerOptions) ([]string, error) {
+	bb, err := images.DebHostPath(ctx, o, "busybox-static", "/bin/busybox")
+	if err != nil {
+		return nil, err
+	}
+	out, err := process.Run(ctx, bb, "--list")
 	if err != nil {
 		return nil, fmt.Errorf("listing busybox's applets: %w", err)
 	}

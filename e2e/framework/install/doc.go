@@ -30,7 +30,7 @@
 //
 // # Images and their cache
 //
-// BuildImages builds with e2e/framework/images (what `make images` runs), stamped with the tag
+// BuildImages builds with internal/images (what `make images` runs), stamped with the tag
 // as the binaries' version. A build is kept under internal/prereq.CacheDir()/install-images/
 // <source key>-<tag>, the source key (SourceKey) hashing the binaries' and the image builder's
 // sources (gobuild.Key), and remembered per process: a second Portico or Upgrade with the same

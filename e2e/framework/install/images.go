@@ -12,8 +12,8 @@ import (
 
 	"github.com/portico-lb/portico/e2e/framework/cacheprune"
 	"github.com/portico-lb/portico/e2e/framework/gobuild"
-	"github.com/portico-lb/portico/e2e/framework/images"
 	"github.com/portico-lb/portico/e2e/framework/nodes"
+	"github.com/portico-lb/portico/internal/images"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
@@ -37,8 +37,8 @@ var (
 )
 
 // SourceKey is a hash of everything the images are built from: the three binaries' sources
-// and e2e/framework/images with internal/ociimage (gobuild.Key of each; the Debian packages
-// are those installed on this machine). It is computed once per process.
+// and internal/images with internal/ociimage (gobuild.Key of each; the Debian packages
+// are those the mirror served at the first build, named in the images' package label). It is computed once per process.
 func SourceKey(ctx context.Context) (string, error) {
 	imagesMu.Lock()
 	defer imagesMu.Unlock()
@@ -71,7 +71,7 @@ func DefaultTag(ctx context.Context) (string, error) {
 	return "e2e-" + k, nil
 }
 
-// BuildImages builds the three images tagged tag (e2e/framework/images, layers stored
+// BuildImages builds the three images tagged tag (internal/images, layers stored
 // uncompressed: they only travel to the nodes' containerds), or finds them: built
 // images are kept in the cache (internal/prereq.CacheDir()/install-images/<source key>-<tag>)
 // and remembered in this process, so a second call with the same sources and tag costs

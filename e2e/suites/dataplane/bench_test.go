@@ -38,7 +38,7 @@ const scaleEnv = "PORTICO_BENCH_SCALE"
 
 // agentEnv names another portico-agent binary to measure instead of the one built from this
 // source with -tags portico_nobgp, which is the binary the chart runs unless agent.announce has
-// bgp (the image's portico-agent; e2e/framework/images). "bgp" measures the default build
+// bgp (the image's portico-agent; internal/images). "bgp" measures the default build
 // (with GoBGP: the image's portico-agent-bgp, which the chart runs with bgp).
 const agentEnv = "PORTICO_BENCH_AGENT"
 

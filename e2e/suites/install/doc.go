@@ -12,6 +12,6 @@
 // install to the first request served through the VIP, and the whole cluster's memory.
 //
 // It needs root, the Debian packages of e2e/framework/nodes (containerd, runc, the CNI
-// plugins) and of e2e/framework/images (apt-get download of iptables and conntrack), and the
+// plugins) and of internal/images (apt-get download of iptables and conntrack), and the
 // Kubernetes binaries (`make tools`).
 package install

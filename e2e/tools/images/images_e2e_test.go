@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
-	"github.com/portico-lb/portico/e2e/framework/images"
+	"github.com/portico-lb/portico/internal/images"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 

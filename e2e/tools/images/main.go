@@ -1,11 +1,12 @@
 // Command images builds Portico's container images without Docker and without a registry
-// (package e2e/framework/images on internal/ociimage): one OCI archive per binary (portico-agent, portico-controller,
+// (package internal/images on internal/ociimage): one OCI archive per binary (portico-agent, portico-controller,
 // portico-ccm) in -out, tagged <repo>/<binary>:<version> with the version the binaries print
 // with --version. The binaries are static (CGO_ENABLED=0); portico-controller and portico-ccm
 // run as nonroot (65532) on a base of /etc/passwd, /etc/group and CA certificates;
 // portico-agent runs as root (its capabilities are root's) and carries iptables
 // (xtables-nft-multi, nf_tables backend) and conntrack from Debian's packages, downloaded with
-// apt-get download at the versions installed here, with the libraries they need. Two builds
+// apt-get download at the versions the mirror serves for the build's architecture (never
+// those installed here), with the libraries they need. Two builds
 // of the same source and packages give the same digests. `make images` runs it.
 package main
 
@@ -20,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/portico-lb/portico/e2e/framework/images"
+	"github.com/portico-lb/portico/internal/images"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 

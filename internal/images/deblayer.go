@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -19,8 +20,8 @@ type DebLayerOptions struct {
 }
 
 // DebLayer returns a layer holding the files paths (absolute image paths) taken from the
-// Debian packages pkgs (downloaded at the versions installed here and unpacked, as the agent
-// image's are), each with what its symbolic links point to and the loader and libraries its
+// Debian packages pkgs (downloaded at the versions the mirror serves for this machine's
+// architecture and unpacked, as the agent image's are), each with what its symbolic links point to and the loader and libraries its
 // ELF files need, plus the symbolic links links (image path -> target). It returns the
 // packages the layer's files come from, with their versions. Other images of upstream
 // programs (e2e/framework/conformance: kube-proxy, agnhost) are built with it.
@@ -28,7 +29,7 @@ func DebLayer(ctx context.Context, o DebLayerOptions, pkgs, paths []string, link
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	debs := &debRoot{cache: o.DebCache, dir: filepath.Join(o.Work, "debs"), pkgs: map[string]string{}, log: o.Log}
+	debs := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), o.Log)
 	for _, p := range pkgs {
 		if err := debs.add(ctx, p); err != nil {
 			return nil, nil, err
@@ -57,12 +58,12 @@ func DebLayer(ctx context.Context, o DebLayerOptions, pkgs, paths []string, link
 
 // DebFiles lists the paths of package pkg's files (in its unpacked tree) matching the glob
 // pattern (an absolute image path pattern, e.g. /usr/lib/x86_64-linux-gnu/xtables/*.so),
-// downloading pkg at the installed version into o.DebCache and unpacking it in o.Work.
+// downloading pkg at the version the mirror serves into o.DebCache and unpacking it in o.Work.
 func DebFiles(ctx context.Context, o DebLayerOptions, pkg, pattern string) ([]string, error) {
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	debs := &debRoot{cache: o.DebCache, dir: filepath.Join(o.Work, "debs"), pkgs: map[string]string{}, log: o.Log}
+	debs := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), o.Log)
 	if err := debs.add(ctx, pkg); err != nil {
 		return nil, err
 	}
@@ -86,3 +87,18 @@ func DebFiles(ctx context.Context, o DebLayerOptions, pkg, pattern string) ([]st
 // Multiarch is Debian's multiarch directory of this machine's architecture
 // (x86_64-linux-gnu), where its libraries and the xtables extensions live.
 func Multiarch() string { return multiarch }
+
+// DebHostPath returns where the file p (an absolute image path) of package pkg lies on this
+// machine once pkg is downloaded at the version the mirror serves and unpacked in o.Work: for
+// running a program of the image's packages at build time (busybox --list).
+func DebHostPath(ctx context.Context, o DebLayerOptions, pkg, p string) (string, error) {
+	debs := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), o.Log)
+	if err := debs.add(ctx, pkg); err != nil {
+		return "", err
+	}
+	host := filepath.Join(debs.dir, pkg, p)
+	if _, err := os.Lstat(host); err != nil {
+		return "", fmt.Errorf("package %s has no %s: %w", pkg, p, err)
+	}
+	return host, nil
+}

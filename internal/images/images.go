@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -77,7 +78,7 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 	if err := buildBinaries(ctx, bins, o.Version, names); err != nil {
 		return nil, err
 	}
-	debs := &debRoot{cache: o.DebCache, dir: filepath.Join(o.Work, "debs"), pkgs: map[string]string{}, log: o.Log}
+	debs := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), o.Log)
 	base, err := baseLayer(ctx, debs)
 	if err != nil {
 		return nil, err
@@ -113,11 +114,7 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 			"org.opencontainers.image.source":  "https://github.com/portico-lb/portico",
 		}
 		if len(pkgs) > 0 {
-			var list []string
-			for _, p := range slices.Sorted(mapsKeys(pkgs)) {
-				list = append(list, p+"="+pkgs[p])
-			}
-			labels["io.portico-lb.debian-packages"] = strings.Join(list, ",")
+			labels[PackagesLabel] = packagesLabel(pkgs)
 		}
 		img, err := ociimage.Image{
 			Layers:     layers,
@@ -146,6 +143,19 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 		out = append(out, Result{Name: n, Ref: ref, Path: file, Digest: d, Size: fi.Size(), Packages: pkgs})
 	}
 	return out, nil
+}
+
+// PackagesLabel is the image label that lists the Debian packages an image's files come
+// from, as package=version (the versions the mirror served at the build), comma-separated in
+// name order.
+const PackagesLabel = "io.portico-lb.debian-packages"
+
+func packagesLabel(pkgs map[string]string) string {
+	var list []string
+	for _, p := range slices.Sorted(maps.Keys(pkgs)) {
+		list = append(list, p+"="+pkgs[p])
+	}
+	return strings.Join(list, ",")
 }
 
 // AgentBGP is the second binary of the portico-agent image: portico-agent with the BGP
