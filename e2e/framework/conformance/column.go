@@ -148,7 +148,7 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 		focus = "(" + focus + ")|(" + DualStackFocus + ")"
 	}
 	o.Logf("conformance: %s: cluster and installs ready after %s; running %s", col.Name, res.Setup.Round(time.Second), o.Selection.Name)
-	res.Specs, res.Took, res.Err = Run(ctx, RunOptions{
+	run, err := Run(ctx, RunOptions{
 		Binaries:   o.Binaries,
 		Kubeconfig: c.ControlPlane.KubeconfigPath(),
 		Tester:     tester,
@@ -159,6 +159,8 @@ func RunColumn(ctx context.Context, col Column, o ColumnOptions) ColumnResult {
 		Skip:       o.Selection.SkipFor(col.IPv6),
 		Timeout:    o.Selection.Timeout,
 	})
+	res.Specs, res.SuiteFailures, res.Took, res.GinkgoExit, res.Err = run.Specs, run.SuiteFailures, run.Took, run.Exit, err
+	res.Want = o.Selection.Want(col)
 	// Kept beside the report for rendering the table later (the tool's -from).
 	_ = os.WriteFile(filepath.Join(o.Dir, strings.ReplaceAll(col.Name, " ", "-"), "took"), []byte(fmt.Sprintf("%d %d\n", res.Took, res.Setup)), 0o644)
 	return res

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -172,6 +173,91 @@ func TestRerun(t *testing.T) {
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+// TestIncomplete: a run says it is incomplete when a suite node failed, when ginkgo failed
+// with every spec passed, and when the number of specs is not the selection's pin; a complete
+// run says nothing. The table carries the same findings.
+func TestIncomplete(t *testing.T) {
+	report := `[{"SuiteDescription":"Kubernetes e2e suite","SpecReports":[
+ {"ContainerHierarchyTexts":null,"LeafNodeType":"SynchronizedBeforeSuite","LeafNodeText":"","State":"failed","Failure":{"Message":"no nodes ready","Location":{"FileName":"/x/e2e.go","LineNumber":7}}},
+ {"ContainerHierarchyTexts":null,"LeafNodeType":"SynchronizedAfterSuite","LeafNodeText":"","State":"passed"},
+ {"ContainerHierarchyTexts":["[sig-network] Services"],"LeafNodeType":"It","LeafNodeText":"a","State":"passed","RunTime":1000000000}
+]}]`
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suite, err := ReadSuiteFailures(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(suite) != 1 || suite[0].Name != "[SynchronizedBeforeSuite] " || suite[0].Location != "e2e.go:7" {
+		t.Fatalf("suite failures = %+v, want the BeforeSuite's", suite)
+	}
+	exit := errors.New("exit status 1")
+	for _, c := range []struct {
+		name string
+		r    ColumnResult
+		want []string
+	}{
+		{"complete", ColumnResult{Column: PorticoColumn, Specs: specs, Want: 1}, nil},
+		{"not pinned", ColumnResult{Column: PorticoColumn, Specs: specs}, nil},
+		{"suite node failed", ColumnResult{Column: PorticoColumn, Specs: specs, SuiteFailures: suite, GinkgoExit: exit, Want: 1}, []string{"[SynchronizedBeforeSuite] : failed at e2e.go:7: no nodes ready"}},
+		{"ginkgo failed alone", ColumnResult{Column: PorticoColumn, Specs: specs, GinkgoExit: exit, Want: 1}, []string{"ginkgo failed although no spec or suite node did"}},
+		{"specs never ran", ColumnResult{Column: PorticoColumn, Specs: specs, Want: 21}, []string{"1 specs ran (or were skipped while running), the selection pins 21"}},
+	} {
+		got := c.r.Incomplete()
+		if len(got) != len(c.want) {
+			t.Errorf("%s: Incomplete() = %q, want %d findings %q", c.name, got, len(c.want), c.want)
+			continue
+		}
+		for i := range got {
+			if !strings.Contains(got[i], c.want[i]) {
+				t.Errorf("%s: finding %q lacks %q", c.name, got[i], c.want[i])
+			}
+		}
+		if len(c.want) > 0 && !strings.Contains(Table([]ColumnResult{c.r}), c.want[0]) {
+			t.Errorf("%s: the table does not say %q", c.name, c.want[0])
+		}
+	}
+	if Fast.Want(PorticoColumn) != 21 || Full.Want(PorticoColumn) != 66 || Full.Want(PorticoBGPColumn) != 17 {
+		t.Errorf("pins: fast %d, full %d, full BGP %d", Fast.Want(PorticoColumn), Full.Want(PorticoColumn), Full.Want(PorticoBGPColumn))
+	}
+}
+
+// TestNotApplicableL2: the L2 column shows the spec not applicable with its reason, whatever
+// its outcome, and does not count it as passed; the BGP and kube-proxy columns show the outcome.
+func TestNotApplicableL2(t *testing.T) {
+	name := "[sig-network] LoadBalancers [Feature:LoadBalancer] should be able to switch session affinity for LoadBalancer service with Local traffic policy [Slow] [LinuxOnly]"
+	specs := []Spec{{Name: name, State: "passed", Time: 41 * time.Second}, {Name: "[sig-network] LoadBalancers x", State: "passed"}}
+	table := Table([]ColumnResult{{Column: PorticoColumn, Specs: specs}, {Column: PorticoBGPColumn, Specs: specs}, {Column: IPTablesColumn, Specs: specs}})
+	row := ""
+	for _, l := range strings.Split(table, "\n") {
+		if strings.Contains(l, "switch session affinity") {
+			row = l
+		}
+	}
+	if want := "| n/a: L2 mode (one announcer per VIP)"; !strings.Contains(row, want) || strings.Count(row, "pass (41s)") != 2 {
+		t.Errorf("row %q: want the L2 column %q and the two others pass (41s)", row, want)
+	}
+	if !strings.Contains(table, "- Portico: 1 passed, 0 failed, 0 skipped while running, 1 not applicable") ||
+		!strings.Contains(table, "- Portico BGP+ECMP: 2 passed, 0 failed") {
+		t.Errorf("totals wrong:\n%s", table)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "conformance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range NotApplicableL2 {
+		if !strings.Contains(string(b), "`"+n.Pattern+"`") || !strings.Contains(string(b), n.Reason) {
+			t.Errorf("docs/conformance.md lacks the not-applicable entry `%s` with its reason %q", n.Pattern, n.Reason)
 		}
 	}
 }

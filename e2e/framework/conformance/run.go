@@ -55,16 +55,27 @@ func (s Spec) Passed() bool { return s.State == "passed" }
 // specs that ran or were skipped while running (those the filters left out are not listed),
 // and how long the run took. A run in which specs failed is no error; a run that produced no
 // report is.
-func Run(ctx context.Context, o RunOptions) ([]Spec, time.Duration, error) {
+// RunResult is what a ginkgo run left: its specs, the failures of its suite nodes
+// (BeforeSuite, AfterSuite and their synchronized and report forms), how long it took, and
+// ginkgo's exit (nil for status 0).
+type RunResult struct {
+	Specs, SuiteFailures []Spec
+	Took                 time.Duration
+	Exit                 error
+}
+
+// Run runs the selection's specs with ginkgo in the tester's namespace and reads its report.
+// The error is set only when there is no report to read.
+func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	if o.Procs < 1 {
 		o.Procs = 1
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, 0, err
+		return RunResult{}, err
 	}
 	out, err := os.Create(filepath.Join(o.Dir, "ginkgo.log"))
 	if err != nil {
-		return nil, 0, err
+		return RunResult{}, err
 	}
 	defer out.Close()
 	args := []string{"netns", "exec", o.Tester.NS, o.Binaries.Ginkgo,
@@ -99,11 +110,18 @@ func Run(ctx context.Context, o RunOptions) ([]Spec, time.Duration, error) {
 	begin := time.Now()
 	runErr := cmd.Run()
 	took := time.Since(begin)
-	specs, err := ReadReport(filepath.Join(o.Dir, "report.json"))
-	if err != nil {
-		return nil, took, fmt.Errorf("ginkgo (%v) left no report: %w (output in %s)", runErr, err, out.Name())
+	res := RunResult{Took: took, Exit: runErr}
+	if runErr != nil {
+		res.Exit = fmt.Errorf("ginkgo: %w (output in %s)", runErr, out.Name())
 	}
-	return specs, took, nil
+	report := filepath.Join(o.Dir, "report.json")
+	if res.Specs, err = ReadReport(report); err != nil {
+		return res, fmt.Errorf("ginkgo (%v) left no report: %w (output in %s)", runErr, err, out.Name())
+	}
+	if res.SuiteFailures, err = ReadSuiteFailures(report); err != nil {
+		return res, err
+	}
+	return res, nil
 }
 
 // ginkgoReport is the part of ginkgo's JSON report (a list of suite reports) read here.
@@ -124,9 +142,31 @@ type ginkgoReport []struct {
 	}
 }
 
-// ReadReport reads the specs of a ginkgo JSON report: those that ran, and those skipped
-// while running (e2eskipper), with their message; specs the filters left out are not listed.
-func ReadReport(path string) ([]Spec, error) {
+// ReadSuiteFailures reads the suite nodes of a ginkgo JSON report (BeforeSuite, AfterSuite and
+// their synchronized and report forms) that did not pass: a failure there fails the run even
+// when every spec passed, and may leave specs unrun.
+func ReadSuiteFailures(path string) ([]Spec, error) {
+	r, err := readGinkgoReport(path)
+	if err != nil {
+		return nil, err
+	}
+	var failed []Spec
+	for _, suite := range r {
+		for _, s := range suite.SpecReports {
+			if s.LeafNodeType == "It" || s.State == "passed" || s.State == "skipped" {
+				continue
+			}
+			sp := Spec{Name: "[" + s.LeafNodeType + "] " + s.LeafNodeText, State: s.State, Message: s.Failure.Message, Time: s.RunTime}
+			if s.Failure.Location.FileName != "" {
+				sp.Location = fmt.Sprintf("%s:%d", filepath.Base(s.Failure.Location.FileName), s.Failure.Location.LineNumber)
+			}
+			failed = append(failed, sp)
+		}
+	}
+	return failed, nil
+}
+
+func readGinkgoReport(path string) (ginkgoReport, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -134,6 +174,16 @@ func ReadReport(path string) ([]Spec, error) {
 	var r ginkgoReport
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ReadReport reads the specs of a ginkgo JSON report: those that ran, and those skipped
+// while running (e2eskipper), with their message; specs the filters left out are not listed.
+func ReadReport(path string) ([]Spec, error) {
+	r, err := readGinkgoReport(path)
+	if err != nil {
+		return nil, err
 	}
 	var specs []Spec
 	for _, suite := range r {

@@ -19,6 +19,34 @@ type ColumnResult struct {
 	RerunTook, RerunSetup time.Duration
 	// Err is set when the column could not run (its specs are then missing).
 	Err error
+	// SuiteFailures are the suite nodes that failed (ReadSuiteFailures); GinkgoExit is
+	// ginkgo's exit when not 0; Want is the number of specs the selection pins for the column
+	// (Selection.Want; 0: not pinned).
+	SuiteFailures []Spec
+	GinkgoExit    error
+	Want          int
+}
+
+// Incomplete lists what makes the run say less than its specs claim: the column did not
+// run, a suite node failed, ginkgo exited with an error while no spec failed, or the
+// number of specs that ran (or were skipped while running) is not the one the selection
+// pins (specs that never ran, or a selection that changed upstream).
+func (r ColumnResult) Incomplete() []string {
+	var out []string
+	if r.Err != nil {
+		out = append(out, fmt.Sprintf("the column did not complete: %v", r.Err))
+	}
+	for _, s := range r.SuiteFailures {
+		out = append(out, fmt.Sprintf("%s: %s at %s: %s", s.Name, s.State, s.Location, oneLine(s.Message, 300)))
+	}
+	failed := slices.ContainsFunc(r.Specs, func(s Spec) bool { return !s.Passed() && s.State != "skipped" })
+	if r.GinkgoExit != nil && !failed && len(r.SuiteFailures) == 0 {
+		out = append(out, fmt.Sprintf("ginkgo failed although no spec or suite node did: %v", r.GinkgoExit))
+	}
+	if r.Want > 0 && len(r.Specs) != r.Want {
+		out = append(out, fmt.Sprintf("%d specs ran (or were skipped while running), the selection pins %d: specs never ran, or the selection changed", len(r.Specs), r.Want))
+	}
+	return out
 }
 
 // cell is a column's verdict on a spec for the table.
@@ -34,6 +62,9 @@ func (r ColumnResult) cell(name string) string {
 		return "–"
 	}
 	s := r.Specs[i]
+	if reason, ok := r.Column.NotApplicable(name); ok {
+		return "n/a: " + oneLine(reason, 120)
+	}
 	if s.Earlier != nil {
 		return verdict(s) + "; run again, first run: " + verdict(*s.Earlier)
 	}
@@ -96,8 +127,12 @@ func Table(results []ColumnResult) string {
 	b.WriteString("\n")
 	for _, r := range results {
 		counts := map[string]int{}
-		again, passedAgain := 0, 0
+		again, passedAgain, na := 0, 0, 0
 		for _, s := range r.Specs {
+			if _, ok := r.Column.NotApplicable(s.Name); ok {
+				na++
+				continue
+			}
 			counts[s.State]++
 			if s.Earlier != nil {
 				again++
@@ -106,7 +141,15 @@ func Table(results []ColumnResult) string {
 				}
 			}
 		}
-		fmt.Fprintf(&b, "- %s: %d passed, %d failed, %d skipped while running", r.Column.Name, counts["passed"], len(r.Specs)-counts["passed"]-counts["skipped"], counts["skipped"])
+		fmt.Fprintf(&b, "- %s: %d passed, %d failed, %d skipped while running", r.Column.Name, counts["passed"], len(r.Specs)-na-counts["passed"]-counts["skipped"], counts["skipped"])
+		if na > 0 {
+			fmt.Fprintf(&b, ", %d not applicable", na)
+		}
+		for _, p := range r.Incomplete() {
+			if r.Err == nil || !strings.HasPrefix(p, "the column did not complete") {
+				fmt.Fprintf(&b, "; **%s**", oneLine(p, 200))
+			}
+		}
 		if r.Err != nil {
 			fmt.Fprintf(&b, "; the column did not complete: %s", oneLine(r.Err.Error(), 200))
 		}

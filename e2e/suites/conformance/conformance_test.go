@@ -12,7 +12,8 @@ import (
 )
 
 // TestPorticoPassesFastSelection: every spec of the fast selection passes with Portico's
-// agent as the service proxy and its controller as the LoadBalancer implementation.
+// agent as the service proxy and its controller as the LoadBalancer implementation, all the
+// specs the selection pins ran, no suite node failed and ginkgo exited 0.
 func TestPorticoPassesFastSelection(t *testing.T) {
 	prereq.RequireRoot(t, prereq.IPRoute2, prereq.IPTables, prereq.Containerd, prereq.Runc, prereq.CNIPlugins)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
@@ -38,8 +39,8 @@ func TestPorticoPassesFastSelection(t *testing.T) {
 	if r.Err != nil {
 		t.Fatalf("the column did not complete: %v", r.Err)
 	}
-	if len(r.Specs) == 0 {
-		t.Fatal("no spec ran")
+	for _, p := range r.Incomplete() {
+		t.Error(p)
 	}
 	for _, s := range r.Specs {
 		if !s.Passed() {

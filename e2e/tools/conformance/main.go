@@ -145,7 +145,26 @@ func run(columns, selection, focus, rerun string, procs, concurrent int, timeout
 		return werr
 	}
 	log.Printf("conformance: reports in %s", out)
-	return err
+	if err != nil {
+		return err
+	}
+	return incomplete(results)
+}
+
+// incomplete returns an error naming every column whose run says less than its specs claim
+// (ColumnResult.Incomplete): a suite node failed, ginkgo failed with every spec passed, or
+// the number of specs is not the selection's pin.
+func incomplete(results []conformance.ColumnResult) error {
+	var problems []string
+	for _, r := range results {
+		for _, p := range r.Incomplete() {
+			problems = append(problems, r.Column.Name+": "+p)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("incomplete runs (the tables say so too):\n  %s", strings.Join(problems, "\n  "))
+	}
+	return nil
 }
 
 // writeTables renders one table per family present in results (the IPv4 columns', the IPv6
