@@ -460,7 +460,9 @@ func (d *demo) create(name string, cls *string, ann map[string]string) error {
 	return err
 }
 
-// describe prints the parts of `kubectl describe service` that Portico writes.
+// describe prints the parts of `kubectl describe service` that Portico writes (the address,
+// the endpoints, the Events, as kubectl lays them out), then what kubectl describe does not
+// show: the class, the finalizers and the condition, as `kubectl get -o jsonpath` prints them.
 func (d *demo) describe(name string) error {
 	s, err := d.cs.CoreV1().Services("demo").Get(d.ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -468,8 +470,6 @@ func (d *demo) describe(name string) error {
 	}
 	fmt.Printf("\n$ kubectl describe service -n demo %s   (abridged)\n", name)
 	fmt.Printf("Name:                     %s\n", s.Name)
-	fmt.Printf("LoadBalancer Class:       %s\n", ptr.Deref(s.Spec.LoadBalancerClass, "<unset>"))
-	fmt.Printf("Finalizers:               %s\n", strings.Join(s.Finalizers, ","))
 	var ing []string
 	for _, i := range s.Status.LoadBalancer.Ingress {
 		mode := ""
@@ -486,9 +486,6 @@ func (d *demo) describe(name string) error {
 		}
 		fmt.Printf("Endpoints:                %s\n", strings.Join(eps, ","))
 	}
-	for _, cond := range s.Status.Conditions {
-		fmt.Printf("Condition:                %s=%s  %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
-	}
 	evs, err := d.cs.CoreV1().Events("demo").List(d.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 	if err != nil {
 		return err
@@ -496,9 +493,21 @@ func (d *demo) describe(name string) error {
 	fmt.Println("Events:")
 	if len(evs.Items) == 0 {
 		fmt.Println("  <none>")
+	} else {
+		fmt.Printf("  %-8s %-22s %-20s %s\n", "Type", "Reason", "From", "Message")
+		fmt.Printf("  %-8s %-22s %-20s %s\n", "----", "------", "----", "-------")
 	}
 	for _, e := range evs.Items {
-		fmt.Printf("  %-8s %-22s %s\n", e.Type, e.Reason, e.Message)
+		from := e.ReportingController
+		if from == "" {
+			from = e.Source.Component
+		}
+		fmt.Printf("  %-8s %-22s %-20s %s\n", e.Type, e.Reason, from, e.Message)
+	}
+	fmt.Printf("\n$ kubectl get service -n demo %s -o jsonpath='{.spec.loadBalancerClass} {.metadata.finalizers}{\"\\n\"}{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{\"\\n\"}{end}'\n", name)
+	fmt.Printf("%s %s\n", ptr.Deref(s.Spec.LoadBalancerClass, ""), "[\""+strings.Join(s.Finalizers, "\",\"")+"\"]")
+	for _, cond := range s.Status.Conditions {
+		fmt.Printf("%s=%s %s: %s\n", cond.Type, cond.Status, cond.Reason, cond.Message)
 	}
 	return nil
 }
