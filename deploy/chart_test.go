@@ -317,6 +317,32 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 }
 
+// TestAgentAnnounceClasses (issue 31, item 5): the agents announce the VIPs of exactly the
+// Services a bare-metal provider of the release serves: the controller's classes with
+// baremetal, class-less Services when the controller's classless provider or portico-ccm's is
+// baremetal, nothing else.
+func TestAgentAnnounceClasses(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		vals      map[string]any
+		classes   []string
+		classless bool
+	}{
+		{"baremetal class", with(baseValues(), "controller.classes", map[string]any{"portico-lb.io/baremetal": "baremetal", "portico-lb.io/aws": "aws"}), []string{"portico-lb.io/baremetal"}, false},
+		{"classless baremetal", with(map[string]any{}, "controller.classlessProvider", "baremetal"), nil, true},
+		{"ccm baremetal", with(with(with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), "ccm.enabled", true), "ccm.provider", "baremetal"), nil, true},
+		{"no baremetal", with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := mustRender(t, tc.vals)
+			cfg := agentConfig(t, objs, typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args)
+			if !slices.Equal(cfg.AnnounceClasses, tc.classes) || cfg.AnnounceClassless != tc.classless {
+				t.Errorf("the agent announces classes %q, class-less %v; want %q, %v", cfg.AnnounceClasses, cfg.AnnounceClassless, tc.classes, tc.classless)
+			}
+		})
+	}
+}
+
 // agentConfig is what portico-agent makes of the rendered ConfigMap/portico-agent (its --config
 // file) and args, through the config package as the binary reads them (strict decoding, flags over the file);
 // NODE_NAME is node1.
