@@ -8,6 +8,14 @@
 //
 //	| fault                                              | expected outcome                                   | test |
 //	|----------------------------------------------------|----------------------------------------------------|------|
+//	| [4] a pool address already in the status of a      | a Portico Service gets another address; asking for | TestPoolsForeignAddressReserved |
+//	|     Service of another class, or of none (another  |     the held one is refused (InvalidSpec naming    |      |
+//	|     implementation, a second allocator, anyone     |     the holder); the chart refuses two bare-metal  |      |
+//	|     with services/status), before or after start   |     allocators and replicas without leader         |      |
+//	|                                                    |     election (go test ./deploy/)                   |      |
+//	| [5] a Service of a class Portico does not serve    | no agent answers ARP (nor advertises BGP) for it;  | TestAnnounceForeignClassNotAnswered |
+//	|     with a pool address forged into its status     |     the Portico Service's VIP is answered by one    |      |
+//	|                                                    |     node                                           |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
