@@ -172,11 +172,11 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 	}
 	// The safe neighbours of the refused combinations still install.
 	for name, vals := range map[string]map[string]any{
-		"one replica without leader election":  with(with(baseValues(), "controller.leaderElection.enabled", false), "controller.replicas", 1),
+		"one replica without leader election":   with(with(baseValues(), "controller.leaderElection.enabled", false), "controller.replicas", 1),
 		"ccm baremetal, controller aws classes": with(with(with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), "ccm.enabled", true), "ccm.provider", "baremetal"),
 		"ccm baremetal, controller disabled":    with(with(with(baseValues(), "controller.enabled", false), "ccm.enabled", true), "ccm.provider", "baremetal"),
 		"ccm aws, controller baremetal classes": with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"),
-		"other leader-election flags":          with(with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"), "ccm.extraArgs", []any{"--leader-elect-lease-duration=30s"}),
+		"other leader-election flags":           with(with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"), "ccm.extraArgs", []any{"--leader-elect-lease-duration=30s"}),
 	} {
 		if _, err := render(ch, vals, renderOpts{}); err != nil {
 			t.Errorf("%s: %v", name, err)
