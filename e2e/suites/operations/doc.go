@@ -13,6 +13,8 @@
 //	|     implementation, a second allocator, anyone     |     the holder); the chart refuses two bare-metal  |      |
 //	|     with services/status), before or after start   |     allocators and replicas without leader         |      |
 //	|                                                    |     election (go test ./deploy/)                   |      |
+//	| [4] the same with portico-ccm (baremetal, class-   | the class-less Service gets another address        | TestPoolsForeignAddressReservedByCCM |
+//	|     less) while another class's Service holds one  |                                                    |      |
 //	| [5] a Service of a class Portico does not serve    | no agent answers ARP (nor advertises BGP) for it;  | TestAnnounceForeignClassNotAnswered |
 //	|     with a pool address forged into its status     |     the Portico Service's VIP is answered by one    |      |
 //	|                                                    |     node                                           |      |
