@@ -15,9 +15,10 @@
 //	|                                                    |     election (go test ./deploy/)                   |      |
 //	| [4] the same with portico-ccm (baremetal, class-   | the class-less Service gets another address        | TestPoolsForeignAddressReservedByCCM |
 //	|     less) while another class's Service holds one  |                                                    |      |
-//	| [5] a Service of a class Portico does not serve    | no agent answers ARP (nor advertises BGP) for it;  | TestAnnounceForeignClassNotAnswered |
-//	|     with a pool address forged into its status     |     the Portico Service's VIP is answered by one    |      |
-//	|                                                    |     node                                           |      |
+//	| [5] a Service of a class Portico does not serve    | no agent answers ARP for it (BGP advertises from  | TestAnnounceForeignClassNotAnswered |
+//	|     with a pool address forged into its status     |     the same targets: announce.TestTargetsOnly-    |      |
+//	|                                                    |     PorticoClasses); a Portico VIP is answered by  |      |
+//	|                                                    |     exactly one node                               |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
