@@ -54,6 +54,14 @@ type Agent struct {
 	IPTablesPath, IP6TablesPath string
 	// Announcers names the VIP announcers to run (see KnownAnnouncers); empty: none.
 	Announcers []string
+	// AnnounceClasses are the loadBalancerClasses whose Services' VIPs the announcers announce:
+	// those a Portico bare-metal provider serves (portico-controller's --class values with
+	// the baremetal provider). A VIP that only Services of other classes hold is never
+	// announced, whatever their status says.
+	AnnounceClasses []string
+	// AnnounceClassless announces the VIPs of class-less Services too (the default): set it
+	// false unless portico-ccm or portico-controller's classless provider is baremetal.
+	AnnounceClassless bool
 	// IgnoreExcludeLB makes nodes labelled node.kubernetes.io/exclude-from-external-load-balancers
 	// announce and count as load-balancer nodes like any other (servicerules.IgnoreExcludeLabel);
 	// give it to portico-controller too, so both agree.
@@ -179,6 +187,7 @@ func DefaultAgent() Agent {
 		Membership:         DefaultMembership(),
 		BGPGracefulRestart: DefaultBGPGracefulRestart,
 		UninstallCleanup:   true,
+		AnnounceClassless:  true,
 	}
 }
 
@@ -214,6 +223,8 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 		c.Announcers = splitList(s)
 		return nil
 	})
+	fs.Var(&stringListFlag{&c.AnnounceClasses}, "announce-classes", "comma list of the loadBalancerClasses whose Services' VIPs the announcers announce: those Portico's bare-metal provider serves (portico-controller's --class values with baremetal); VIPs held only by Services of other classes are never announced")
+	fs.BoolVar(&c.AnnounceClassless, "announce-classless", c.AnnounceClassless, "announce the VIPs of Services without a loadBalancerClass (false unless portico-ccm or portico-controller's --classless-provider is baremetal)")
 	fs.DurationVar(&c.BGPGracefulRestart, "bgp-graceful-restart", c.BGPGracefulRestart, "BGP graceful restart time offered to every peer (whole seconds up to 4095s): an agent stopping on a node that stays keeps its routes at the routers that long for the next agent; 0 withdraws them at every stop")
 	fs.StringVar(&c.DaemonSet, "daemonset", c.DaemonSet, `"namespace/name" of the agent's DaemonSet: an agent stopped by a signal while that DaemonSet is gone, being deleted or unreadable (an uninstall) withdraws its announcements, leaves membership and removes its rules (see --uninstall-cleanup); empty: never checked, the rules stay at every stop`)
 	fs.BoolVar(&c.UninstallCleanup, "uninstall-cleanup", c.UninstallCleanup, "with --daemonset: remove every chain and table the agent installed (as --cleanup) when it stops for an uninstall; false keeps the rules")
@@ -245,6 +256,13 @@ func deprecatedAlias(fs *pflag.FlagSet, old, current string) {
 	fs.Var(f.Value, old, "deprecated: use --"+current)
 	_ = fs.MarkDeprecated(old, "use --"+current)
 }
+
+// stringListFlag parses a comma list of strings; String gives the same list back.
+type stringListFlag struct{ p *[]string }
+
+func (f *stringListFlag) String() string     { return strings.Join(*f.p, ",") }
+func (f *stringListFlag) Type() string       { return "strings" }
+func (f *stringListFlag) Set(s string) error { *f.p = splitList(s); return nil }
 
 // prefixListFlag parses a comma list of CIDRs (masked) into a []netip.Prefix.
 type prefixListFlag struct{ p *[]netip.Prefix }
@@ -374,6 +392,11 @@ func (c *Agent) Validate() error {
 
 func (c *Agent) validateAnnounce(root *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	for i, class := range c.AnnounceClasses {
+		for _, msg := range validation.IsQualifiedName(class) {
+			errs = append(errs, field.Invalid(root.Child("announceClasses").Index(i), class, msg))
+		}
+	}
 	for i, a := range c.Announcers {
 		needsMembership, ok := KnownAnnouncers[a]
 		switch {

@@ -30,6 +30,8 @@ const (
 //	clusterCIDRs: [10.244.0.0/16]
 //	iptables: {syncPeriod: 30s, minSyncPeriod: 1s}
 //	announce: [l2]
+//	announceClasses: [portico-lb.io/baremetal]
+//	announceClassless: false
 //	ignoreExcludeLB: false
 //	membership: {enabled: true, secretFile: /etc/portico/membership/secret}
 type AgentConfiguration struct {
@@ -45,6 +47,8 @@ type AgentConfiguration struct {
 	ClusterCIDRs       []string           `json:"clusterCIDRs,omitempty"`
 	IPTables           *AgentIPTablesFile `json:"iptables,omitempty"`
 	Announce           []string           `json:"announce,omitempty"`
+	AnnounceClasses    []string           `json:"announceClasses,omitempty"`
+	AnnounceClassless  *bool              `json:"announceClassless,omitempty"`
 	IgnoreExcludeLB    *bool              `json:"ignoreExcludeLB,omitempty"`
 	Membership         *MembershipFile    `json:"membership,omitempty"`
 	BGP                *AgentBGPFile      `json:"bgp,omitempty"`
@@ -132,6 +136,8 @@ func (f *AgentConfiguration) settings() []setting {
 		str("iptables.ip6Path", "ip6tables", ip.IP6Path)
 	}
 	list("announce", "announce", f.Announce)
+	list("announceClasses", "announce-classes", f.AnnounceClasses)
+	boolean("announceClassless", "announce-classless", f.AnnounceClassless)
 	boolean("ignoreExcludeLB", "ignore-exclude-lb", f.IgnoreExcludeLB)
 	if m := f.Membership; m != nil {
 		boolean("membership.enabled", "membership", m.Enabled)

@@ -146,6 +146,13 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"restartHold not a duration", with(baseValues(), "agent.membership.restartHold", "15 seconds"), "restartHold"},
 		{"no grace period", with(baseValues(), "agent.terminationGracePeriodSeconds", 0), "terminationGracePeriodSeconds"},
 		{"bgpGracefulRestart in minutes", with(baseValues(), "agent.bgpGracefulRestart", "2m"), "bgpGracefulRestart"},
+		// Issue 31, item 4: two allocators over the same pools, or replicas that all act.
+		{"two bare-metal allocators", with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "baremetal"), "/controller/classes/portico-lb.io~1baremetal"},
+		{"two bare-metal allocators, class-less", with(with(with(map[string]any{}, "controller.classlessProvider", "baremetal"), "ccm.enabled", true), "ccm.provider", "baremetal"), "/controller/classlessProvider"},
+		{"two controllers of class-less Services", with(with(with(baseValues(), "controller.classlessProvider", "aws"), "ccm.enabled", true), "ccm.provider", "aws"), "/controller/classlessProvider"},
+		{"replicas without leader election", with(baseValues(), "controller.leaderElection.enabled", false), "/controller/replicas"},
+		{"leader election off in extraArgs", with(baseValues(), "controller.extraArgs", []any{"--leader-elect=false"}), "/controller/extraArgs/0"},
+		{"ccm leader election off in extraArgs", with(with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"), "ccm.extraArgs", []any{"--v=2", "--leader-elect=false"}), "/ccm/extraArgs/1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(ch, tc.vals, renderOpts{})
@@ -162,6 +169,18 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 	}
 	if _, err := render(ch, map[string]any{"controller": map[string]any{"classlessProvider": "aws"}, "aws": map[string]any{"region": "eu-west-1"}}, renderOpts{}); err != nil {
 		t.Errorf("a classless provider alone: %v", err)
+	}
+	// The safe neighbours of the refused combinations still install.
+	for name, vals := range map[string]map[string]any{
+		"one replica without leader election":   with(with(baseValues(), "controller.leaderElection.enabled", false), "controller.replicas", 1),
+		"ccm baremetal, controller aws classes": with(with(with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), "ccm.enabled", true), "ccm.provider", "baremetal"),
+		"ccm baremetal, controller disabled":    with(with(with(baseValues(), "controller.enabled", false), "ccm.enabled", true), "ccm.provider", "baremetal"),
+		"ccm aws, controller baremetal classes": with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"),
+		"other leader-election flags":           with(with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"), "ccm.extraArgs", []any{"--leader-elect-lease-duration=30s"}),
+	} {
+		if _, err := render(ch, vals, renderOpts{}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 
@@ -298,6 +317,32 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 }
 
+// TestAgentAnnounceClasses (issue 31, item 5): the agents announce the VIPs of exactly the
+// Services a bare-metal provider of the release serves: the controller's classes with
+// baremetal, class-less Services when the controller's classless provider or portico-ccm's is
+// baremetal, nothing else.
+func TestAgentAnnounceClasses(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		vals      map[string]any
+		classes   []string
+		classless bool
+	}{
+		{"baremetal class", with(baseValues(), "controller.classes", map[string]any{"portico-lb.io/baremetal": "baremetal", "portico-lb.io/aws": "aws"}), []string{"portico-lb.io/baremetal"}, false},
+		{"classless baremetal", with(map[string]any{}, "controller.classlessProvider", "baremetal"), nil, true},
+		{"ccm baremetal", with(with(with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), "ccm.enabled", true), "ccm.provider", "baremetal"), nil, true},
+		{"no baremetal", with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := mustRender(t, tc.vals)
+			cfg := agentConfig(t, objs, typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args)
+			if !slices.Equal(cfg.AnnounceClasses, tc.classes) || cfg.AnnounceClassless != tc.classless {
+				t.Errorf("the agent announces classes %q, class-less %v; want %q, %v", cfg.AnnounceClasses, cfg.AnnounceClassless, tc.classes, tc.classless)
+			}
+		})
+	}
+}
+
 // agentConfig is what portico-agent makes of the rendered ConfigMap/portico-agent (its --config
 // file) and args, through the config package as the binary reads them (strict decoding, flags over the file);
 // NODE_NAME is node1.
@@ -424,7 +469,10 @@ func TestMembershipSecret(t *testing.T) {
 func TestCCM(t *testing.T) {
 	for _, provider := range []string{"aws", "baremetal"} {
 		t.Run(provider, func(t *testing.T) {
-			objs := mustRender(t, with(with(baseValues(), "ccm.enabled", true), "ccm.provider", provider))
+			// The controller keeps its classes on another provider: with ccm.provider baremetal
+			// a second bare-metal allocator is refused (TestSchemaRefusesBadValues).
+			vals := with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/x": "reference"})
+			objs := mustRender(t, with(with(vals, "ccm.enabled", true), "ccm.provider", provider))
 			d := typed[appsv1.Deployment](t, objs, "Deployment/portico-ccm")
 			args := d.Spec.Template.Spec.Containers[0].Args
 			if !slices.Contains(args, "--leader-elect-resource-name=portico-ccm") {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/config"
+	"github.com/portico-lb/portico/nodeproxy/announce"
 	"github.com/portico-lb/portico/nodeproxy/announce/l2"
 	"github.com/portico-lb/portico/nodeproxy/membership"
 )
@@ -30,6 +31,12 @@ type announcerDeps struct {
 	uninstalling func() bool
 	// membership is the agents' membership (nil without --membership).
 	membership *membership.Membership
+}
+
+// classes are the Services whose VIPs the announcers announce (--announce-classes,
+// --announce-classless).
+func (d announcerDeps) classes() announce.Classes {
+	return announce.Classes{Names: d.cfg.AnnounceClasses, Classless: d.cfg.AnnounceClassless}
 }
 
 // newAnnouncer builds one announcer Consumer and the function that stops it (withdrawing what
@@ -63,7 +70,7 @@ func newL2Announcer(ctx context.Context, d announcerDeps) (Consumer, func(), err
 	opts.Log = d.log.WithName("l2")
 	opts.Registerer = d.registry
 	ann := l2.New(opts)
-	copts := l2.ConsumerOptions{Log: opts.Log, Announcer: ann, Recorder: d.recorder, Registerer: d.registry}
+	copts := l2.ConsumerOptions{Log: opts.Log, Announcer: ann, Classes: d.classes(), Recorder: d.recorder, Registerer: d.registry}
 	if m := d.membership; m != nil {
 		// A node that announced this node's VIPs while it counted it dead asks it, once it is
 		// back, to announce them again (l2.ConsumerOptions.AskReassert).

@@ -21,7 +21,7 @@ var _ Consumer = (*bgp.Consumer)(nil)
 
 func newBGPAnnouncer(ctx context.Context, d announcerDeps) (Consumer, func(), error) {
 	log := d.log.WithName("bgp")
-	c, err := bgp.NewConsumer(ctx, bgp.ConsumerOptions{Log: log, Node: d.cfg.NodeName, Dynamic: d.dyn, Secrets: d.cs,
+	c, err := bgp.NewConsumer(ctx, bgp.ConsumerOptions{Log: log, Node: d.cfg.NodeName, Classes: d.classes(), Dynamic: d.dyn, Secrets: d.cs,
 		Recorder: d.recorder, Registerer: d.registry, Resync: d.resync, GracefulRestart: d.cfg.BGPGracefulRestart,
 		Uninstalling: d.uninstalling})
 	if err != nil {

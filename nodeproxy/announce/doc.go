@@ -24,9 +24,12 @@
 //   - the Services with their status.loadBalancer.ingress IPs (the allocator's record),
 //     externalTrafficPolicy and EndpointSlices, as for every consumer.
 //
-// Targets turns these into one Target per VIP of an AddressPool (VIPs of no pool belong to
-// another provider and are left alone): the pool, the Services holding the VIP, and for
-// externalTrafficPolicy: Local the nodes with a ready endpoint. Announcers recompute every VIP
+// Targets turns these into one Target per VIP of an AddressPool held by a Service of the
+// classes a Portico bare-metal provider serves (Classes: --announce-classes,
+// --announce-classless; VIPs of no pool, and VIPs only other classes' Services hold, belong to
+// another implementation or were written by someone else and are left alone): the pool, the
+// Services holding the VIP, and for externalTrafficPolicy: Local the nodes with a ready
+// endpoint. classes.go says why the class, and not a mark in the status, decides. Announcers recompute every VIP
 // on every sync: an election reads Nodes, pools and the view, which no Service change list
 // covers, and costs one hash per candidate node and VIP.
 //

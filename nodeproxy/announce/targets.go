@@ -29,11 +29,13 @@ type Target struct {
 	WithEndpoints map[string]bool
 }
 
-// Targets returns the VIPs of every Service of type LoadBalancer that an AddressPool contains,
-// sorted by address, with their pool and endpoint nodes. VIPs outside every pool (another
-// provider's) are not announced. Ingress entries with ipMode Proxy are skipped: the load
-// balancer delivers to the node, not to the VIP.
-func Targets(st *tracker.State) ([]Target, error) {
+// Targets returns the VIPs of every Service of type LoadBalancer of classes (Classes: the
+// classes a Portico bare-metal provider serves) that an AddressPool contains, sorted by
+// address, with their pool and endpoint nodes. VIPs outside every pool (another provider's)
+// and VIPs only Services of other classes hold are not announced, whatever their status says.
+// Ingress entries with ipMode Proxy are skipped: the load balancer delivers to the node, not
+// to the VIP.
+func Targets(st *tracker.State, classes Classes) ([]Target, error) {
 	items, err := st.Store.AddressPools()
 	if err != nil {
 		return nil, err
@@ -56,7 +58,7 @@ func Targets(st *tracker.State) ([]Target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", key, err)
 		}
-		if svc == nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		if svc == nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || !classes.Announces(svc.Spec.LoadBalancerClass) {
 			continue
 		}
 		local := svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal

@@ -1,6 +1,7 @@
 package announce
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,7 @@ func TestTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := Targets(st)
+	got, err := Targets(st, Classes{Classless: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,5 +68,68 @@ func TestTargets(t *testing.T) {
 	}
 	if v6.VIP.String() != "fd00:c613:ff01::1" || len(v6.Services) != 1 || v6.LocalOnly {
 		t.Errorf("IPv6 VIP: %+v", v6)
+	}
+}
+
+// TestTargetsOnlyPorticoClasses (issue 31, item 5): a pool address in the status of a Service
+// of a class Portico does not serve (another implementation's, or written by anyone with
+// services/status) is not a target; the same address held by a Service of a configured class,
+// or class-less when class-less Services are Portico's, is. On 3e563f2 Targets announced every
+// LoadBalancer Service's pool address, whatever its class.
+func TestTargetsOnlyPorticoClasses(t *testing.T) {
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{tracker.SliceServiceIndex: tracker.SliceServiceKey})
+	pools := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	ap := &v1alpha1.AddressPool{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.AddressPoolSpec{Addresses: []string{"198.18.10.0/24"}}}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pools.Add(&unstructured.Unstructured{Object: u}); err != nil {
+		t.Fatal(err)
+	}
+	lb := func(name string, class *string, ip string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec:   corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: ip}}}}}
+	}
+	mine, theirs := "portico-lb.io/baremetal", "metallb.io/other"
+	for _, s := range []*corev1.Service{
+		lb("mine", &mine, "198.18.10.1"),
+		lb("classless", nil, "198.18.10.2"),
+		lb("forged", &theirs, "198.18.10.3"),
+		lb("shares-with-forged", &theirs, "198.18.10.1"), // does not add itself to mine's target
+	} {
+		if err := svcs.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := tracker.NewState(tracker.NewCacheStore("node1", svcs, slices, cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})).WithPools(pools), "node1", true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		classes Classes
+		want    []string
+	}{
+		{"class and class-less", Classes{Names: []string{mine}, Classless: true}, []string{"198.18.10.1 [ns/mine]", "198.18.10.2 [ns/classless]"}},
+		{"class only", Classes{Names: []string{mine}}, []string{"198.18.10.1 [ns/mine]"}},
+		{"class-less only (the default)", Classes{Classless: true}, []string{"198.18.10.2 [ns/classless]"}},
+		{"nothing configured", Classes{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Targets(st, tc.classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var desc []string
+			for _, tg := range got {
+				desc = append(desc, fmt.Sprintf("%s %v", tg.VIP, tg.Services))
+			}
+			if fmt.Sprint(desc) != fmt.Sprint(tc.want) {
+				t.Errorf("targets %v, want %v", desc, tc.want)
+			}
+		})
 	}
 }

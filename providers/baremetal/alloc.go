@@ -80,6 +80,10 @@ type Request struct {
 	// Labels of the Service and of its namespace, for the pools' selectors.
 	Labels, NamespaceLabels map[string]string
 	Sharing                 Sharing
+	// Reserved are the addresses Services this provider does not serve hold or request
+	// (ForeignClaims): never handed to req, neither chosen nor granted on request. An address
+	// req already holds in the allocator's record stays its own.
+	Reserved Claims
 }
 
 // RequestFor builds the allocator's Request for a load balancer. nsLabels are the labels of its
@@ -240,7 +244,7 @@ func (a *Allocator) Assign(pools []*addresspool.Pool, req Request) ([]netip.Addr
 		held = h.ips
 	} else {
 		for _, ip := range req.Current {
-			if addresspool.Containing(pools, ip) != nil {
+			if _, foreign := req.Reserved[ip]; !foreign && addresspool.Containing(pools, ip) != nil {
 				held = append(held, ip)
 			}
 		}
@@ -330,6 +334,9 @@ func (a *Allocator) assignRequested(pools []*addresspool.Pool, req Request, ip n
 	if slices.Contains(held, ip) {
 		return ip, nil // already held: kept whatever became of its pool
 	}
+	if who, foreign := req.Reserved[ip]; foreign {
+		return netip.Addr{}, providers.Invalid(fieldRequested, "%s is held or requested by %s, a Service this provider does not serve; request another address", ip, who)
+	}
 	if !p.Usable() {
 		return netip.Addr{}, pending("pool %q that holds %s is not usable: %s", p.Name, ip, poolTrouble(p))
 	}
@@ -357,7 +364,7 @@ func (a *Allocator) keepable(pools []*addresspool.Pool, req Request, ip netip.Ad
 }
 
 // allocate picks a new address of family fam: an address it may share first, then the first
-// free one, from the eligible pools in priority order.
+// free one, from the eligible pools in priority order. Addresses in req.Reserved are neither.
 func (a *Allocator) allocate(pools []*addresspool.Pool, req Request, fam providers.IPFamily) (netip.Addr, error) {
 	cands, err := candidates(pools, req, fam)
 	if err != nil {
@@ -367,6 +374,9 @@ func (a *Allocator) allocate(pools []*addresspool.Pool, req Request, fam provide
 		for _, p := range cands {
 			for _, ip := range a.Held() {
 				if familyOf(ip) != fam || len(a.byIP[ip]) == 0 {
+					continue
+				}
+				if _, foreign := req.Reserved[ip]; foreign {
 					continue
 				}
 				if ok, _ := p.UsableAddr(ip); ok && !a.byIP[ip][req.Ref] && a.shareable(ip, req.Ref, req.Sharing) {
@@ -381,7 +391,7 @@ func (a *Allocator) allocate(pools []*addresspool.Pool, req Request, fam provide
 				continue
 			}
 			for ip := r.UsableFirst; ip.IsValid() && ip.Compare(r.UsableLast) <= 0; ip = ip.Next() {
-				if len(a.byIP[ip]) == 0 {
+				if _, foreign := req.Reserved[ip]; !foreign && len(a.byIP[ip]) == 0 {
 					return ip, nil
 				}
 			}

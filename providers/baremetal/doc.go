@@ -26,6 +26,24 @@
 // internal setting, or sharing rules it no longer meets. The released address goes back to its
 // pool at once. Editing or deleting a pool never takes an address away from a Service.
 //
+// # Other allocators
+//
+// The record holds only the Services this provider serves, but a pool's addresses may also be
+// reported by Services it does not serve: another class of the same controller, portico-ccm
+// beside portico-controller, another implementation (MetalLB, kube-vip) over overlapping
+// ranges, or anyone who wrote a Service's status. claims.go collects them (ForeignClaims: every
+// other LoadBalancer Service's status.loadBalancer.ingress IPs, spec.loadBalancerIP and
+// loadBalancerIPs annotation), and the allocator never hands one of those addresses to a
+// Service: not chosen, not granted on request (the Service is invalid, the message names the
+// holder), not adopted from the Service's own status. An address a Service of this provider
+// already holds stays its own whoever claims it later. The claims are read on every Ensure
+// from the informer's view of every Service (the manager's cache; portico-ccm's own Service
+// informer). In portico-controller that view comes from the same watch that delivers the
+// Service being ensured, in resourceVersion order, so any claim written before that Service
+// was created or changed is seen. Two allocators deciding at the same moment can still pick the
+// same free address, which is why the chart refuses two bare-metal allocators (portico-ccm and
+// portico-controller both with the baremetal provider) and replicas without leader election.
+//
 // # A stale cache never causes a duplicate
 //
 // Pools (and namespace labels) are read from an informer cache on every Ensure and may lag the

@@ -28,7 +28,8 @@ type Options struct {
 	// Source reads pools, Services and namespaces. Required.
 	Source Source
 	// Owns reports whether Services of a loadBalancerClass (nil: class-less) are served by this
-	// provider; the rebuild at start takes addresses only from those. Nil means every
+	// provider; the rebuild at start takes addresses only from those, and the addresses every
+	// other Service holds or requests are reserved (ForeignClaims). Nil means every
 	// LoadBalancer Service (conservative: nothing any Service reports is handed out again).
 	Owns func(class *string) bool
 }
@@ -94,6 +95,9 @@ func (p *Provider) Ensure(ctx context.Context, lb *providers.LoadBalancer) (st p
 		return providers.Status{}, err
 	}
 	req := RequestFor(lb, nsLabels)
+	if req.Reserved, err = p.foreignClaims(ctx); err != nil {
+		return providers.Status{}, err
+	}
 
 	ips, err := p.assign(pools, req)
 	var pend *PendingError
@@ -139,6 +143,19 @@ func (p *Provider) Delete(ctx context.Context, ref providers.Ref) error {
 	defer p.mu.Unlock()
 	p.alloc.Release(ref)
 	return nil
+}
+
+// foreignClaims reads the addresses Services this provider does not serve hold or request,
+// from the informer's view of every Service (see doc.go, "Other allocators").
+func (p *Provider) foreignClaims(ctx context.Context) (Claims, error) {
+	if p.owns == nil {
+		return nil, nil // every Service is ours: the allocator's record has them all
+	}
+	svcs, err := p.src.WatchedServices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ForeignClaims(svcs, p.owns), nil
 }
 
 func (p *Provider) readPools(ctx context.Context) ([]*addresspool.Pool, error) {

@@ -2,8 +2,10 @@ package baremetal_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +39,10 @@ func (s *staticSource) Services(context.Context) ([]corev1.Service, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]corev1.Service(nil), s.svcs...), nil
+}
+
+func (s *staticSource) WatchedServices(ctx context.Context) ([]corev1.Service, error) {
+	return s.Services(ctx)
 }
 
 func (s *staticSource) NamespaceLabels(context.Context, string) (map[string]string, error) {
@@ -93,46 +99,104 @@ func TestConcurrentEnsureDistinct(t *testing.T) {
 }
 
 // TestRebuildFromStatus: a new provider (a restarted or newly elected controller) takes the
-// addresses owned Services report before handing out any, and ignores other classes.
+// addresses owned Services report before handing out any; an address a Service of another
+// class holds is not handed out either (issue 31, item 4: this test asserted the opposite).
 func TestRebuildFromStatus(t *testing.T) {
 	other := "other-class"
-	svc := func(name string, class *string, created int64, ips ...string) corev1.Service {
-		s := corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name), CreationTimestamp: metav1.NewTime(time.Unix(created, 0))},
-			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class, Ports: []corev1.ServicePort{{Port: 80}}},
-		}
-		for _, ip := range ips {
-			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
-		}
-		return s
-	}
 	src := &staticSource{
-		pools: []v1alpha1.AddressPool{pool("p", "198.18.1.1-198.18.1.4")},
+		pools: []v1alpha1.AddressPool{pool("p", "198.18.1.1-198.18.1.5")},
 		svcs: []corev1.Service{
-			svc("held", nil, 1, "198.18.1.1"),
-			svc("foreign", &other, 2, "198.18.1.2"), // another provider's: not ours
-			svc("dup", nil, 3, "198.18.1.1"),        // a duplicate from an old bug: the older keeps it
+			lbService("held", nil, 1, "198.18.1.1"),
+			lbService("foreign", &other, 2, "198.18.1.2"), // another provider's: reserved
+			lbService("dup", nil, 3, "198.18.1.1"),        // a duplicate from an old bug: the older keeps it
 		},
 	}
 	p := baremetal.New(baremetal.Options{Source: src, Owns: func(c *string) bool { return c == nil }})
-	ensure := func(name string) netip.Addr {
-		t.Helper()
-		st, err := p.Ensure(context.Background(), &providers.LoadBalancer{Ref: providers.Ref{Namespace: "ns", Name: name, UID: name},
-			IPFamilies: []providers.IPFamily{providers.IPv4}, Ports: []providers.Port{{Protocol: providers.TCP, Port: 80}}})
-		if err != nil {
-			t.Fatalf("Ensure %s: %v", name, err)
-		}
-		return st.Ingress[0].IP
+	if got := ensureIP(t, p, "new"); got != netip.MustParseAddr("198.18.1.3") {
+		t.Errorf("new Service got %s, want 198.18.1.3 (198.18.1.1 is held, 198.18.1.2 held by a Service of another class)", got)
 	}
-	if got := ensure("new"); got != netip.MustParseAddr("198.18.1.2") {
-		t.Errorf("new Service got %s, want 198.18.1.2 (198.18.1.1 is held; the foreign class is not ours)", got)
-	}
-	if got := ensure("held"); got != netip.MustParseAddr("198.18.1.1") {
+	if got := ensureIP(t, p, "held"); got != netip.MustParseAddr("198.18.1.1") {
 		t.Errorf("held Service got %s, want its 198.18.1.1", got)
 	}
-	if got := ensure("dup"); got != netip.MustParseAddr("198.18.1.3") {
-		t.Errorf("duplicate got %s, want a fresh 198.18.1.3", got)
+	if got := ensureIP(t, p, "dup"); got != netip.MustParseAddr("198.18.1.4") {
+		t.Errorf("duplicate got %s, want a fresh 198.18.1.4", got)
 	}
+}
+
+// TestForeignClaimsReserved: whatever another class's Service holds (its status) or requests
+// (spec.loadBalancerIP, the loadBalancerIPs annotation or an alias), seen after the rebuild
+// too, is never handed to a Service of this provider: not chosen, not granted on request, not
+// adopted from its own status. Class-less Services are foreign to a provider that serves
+// classes only.
+func TestForeignClaimsReserved(t *testing.T) {
+	metallb := "metallb.io/x"
+	src := &staticSource{pools: []v1alpha1.AddressPool{pool("p", "198.18.2.1-198.18.2.8")}}
+	mine := "portico-lb.io/bm"
+	p := baremetal.New(baremetal.Options{Source: src, Owns: func(c *string) bool { return c != nil && *c == mine }})
+	if got := ensureIP(t, p, "first"); got != netip.MustParseAddr("198.18.2.1") {
+		t.Fatalf("first Service got %s, want 198.18.2.1", got)
+	}
+	// After the rebuild: another implementation's Service, a class-less one, one requesting.
+	src.mu.Lock()
+	src.svcs = append(src.svcs,
+		lbService("theirs", &metallb, 10, "198.18.2.2"),
+		lbService("classless", nil, 11, "198.18.2.3"),
+		func() corev1.Service {
+			s := lbService("requests", &metallb, 12)
+			s.Annotations = map[string]string{"metallb.io/loadBalancerIPs": "198.18.2.4"}
+			return s
+		}(),
+		func() corev1.Service {
+			s := lbService("legacy", &metallb, 13)
+			s.Spec.LoadBalancerIP = "198.18.2.5"
+			return s
+		}(),
+		lbService("cip", nil, 14, "198.18.2.6"), // not a LoadBalancer: claims nothing
+	)
+	src.svcs[len(src.svcs)-1].Spec.Type = corev1.ServiceTypeClusterIP
+	src.mu.Unlock()
+	if got := ensureIP(t, p, "second"); got != netip.MustParseAddr("198.18.2.6") {
+		t.Errorf("second Service got %s, want 198.18.2.6 (.2-.5 are held or requested by Services of other classes)", got)
+	}
+	// The first keeps its address even if a foreign status names it later.
+	if got := ensureIP(t, p, "first"); got != netip.MustParseAddr("198.18.2.1") {
+		t.Errorf("first Service moved to %s", got)
+	}
+	// Asking for a held address is refused, naming the holder.
+	_, err := p.Ensure(context.Background(), &providers.LoadBalancer{Ref: providers.Ref{Namespace: "ns", Name: "asks", UID: "asks"},
+		IPFamilies: []providers.IPFamily{providers.IPv4}, RequestedIPs: []netip.Addr{netip.MustParseAddr("198.18.2.2")}})
+	var invalid *providers.InvalidError
+	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), "ns/theirs (loadBalancerClass metallb.io/x)") {
+		t.Errorf("requesting 198.18.2.2 = %v, want an InvalidError naming ns/theirs", err)
+	}
+	// A Service whose own status (written by someone else) names a foreign address does not
+	// adopt it.
+	st, err := p.Ensure(context.Background(), &providers.LoadBalancer{Ref: providers.Ref{Namespace: "ns", Name: "adopts", UID: "adopts"},
+		IPFamilies: []providers.IPFamily{providers.IPv4}, CurrentIPs: []netip.Addr{netip.MustParseAddr("198.18.2.3")}})
+	if err != nil || st.Ingress[0].IP == netip.MustParseAddr("198.18.2.3") {
+		t.Errorf("Service reporting 198.18.2.3 got %v, %v; want another address", st, err)
+	}
+}
+
+func lbService(name string, class *string, created int64, ips ...string) corev1.Service {
+	s := corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(name), CreationTimestamp: metav1.NewTime(time.Unix(created, 0))},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: class, Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	for _, ip := range ips {
+		s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+	}
+	return s
+}
+
+func ensureIP(t *testing.T, p *baremetal.Provider, name string) netip.Addr {
+	t.Helper()
+	st, err := p.Ensure(context.Background(), &providers.LoadBalancer{Ref: providers.Ref{Namespace: "ns", Name: name, UID: name},
+		IPFamilies: []providers.IPFamily{providers.IPv4}, Ports: []providers.Port{{Protocol: providers.TCP, Port: 80}}})
+	if err != nil {
+		t.Fatalf("Ensure %s: %v", name, err)
+	}
+	return st.Ingress[0].IP
 }
 
 // staleSource serves, on each read, either the pools as they were or as they are now, as an

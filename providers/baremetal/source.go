@@ -16,7 +16,13 @@ import (
 // Source is what the provider reads from the cluster. It never writes.
 type Source interface {
 	AddressPools(ctx context.Context) ([]v1alpha1.AddressPool, error)
+	// Services lists every Service from the API server (a quorum read): the one rebuild of
+	// the allocations reads it.
 	Services(ctx context.Context) ([]corev1.Service, error)
+	// WatchedServices lists every Service as an informer last saw it (it may lag the API
+	// server): every Ensure reads it for the addresses Services of other classes and
+	// implementations hold (ForeignClaims). The items are shared with the informer: read only.
+	WatchedServices(ctx context.Context) ([]corev1.Service, error)
 	NamespaceLabels(ctx context.Context, namespace string) (map[string]string, error)
 }
 
@@ -56,6 +62,11 @@ func (s apiSource) Services(ctx context.Context) ([]corev1.Service, error) {
 		return nil, fmt.Errorf("listing services: %w", err)
 	}
 	return list.Items, nil
+}
+
+// WatchedServices of apiSource is a quorum read (apiSource has no informer).
+func (s apiSource) WatchedServices(ctx context.Context) ([]corev1.Service, error) {
+	return s.Services(ctx)
 }
 
 func (s apiSource) NamespaceLabels(ctx context.Context, namespace string) (map[string]string, error) {

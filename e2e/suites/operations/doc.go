@@ -8,6 +8,17 @@
 //
 //	| fault                                              | expected outcome                                   | test |
 //	|----------------------------------------------------|----------------------------------------------------|------|
+//	| [4] a pool address already in the status of a      | a Portico Service gets another address; asking for | TestPoolsForeignAddressReserved |
+//	|     Service of another class, or of none (another  |     the held one is refused (InvalidSpec naming    |      |
+//	|     implementation, a second allocator, anyone     |     the holder); the chart refuses two bare-metal  |      |
+//	|     with services/status), before or after start   |     allocators and replicas without leader         |      |
+//	|                                                    |     election (go test ./deploy/)                   |      |
+//	| [4] the same with portico-ccm (baremetal, class-   | the class-less Service gets another address        | TestPoolsForeignAddressReservedByCCM |
+//	|     less) while another class's Service holds one  |                                                    |      |
+//	| [5] a Service of a class Portico does not serve    | no agent answers ARP for it (BGP advertises from  | TestAnnounceForeignClassNotAnswered |
+//	|     with a pool address forged into its status     |     the same targets: announce.TestTargetsOnly-    |      |
+//	|                                                    |     PorticoClasses); a Portico VIP is answered by  |      |
+//	|                                                    |     exactly one node                               |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations

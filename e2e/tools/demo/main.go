@@ -369,6 +369,7 @@ func (d *demo) startNodes() error {
 			"--iptables-min-sync-period=200ms",
 			"--metrics-bind-address=0",
 			"--announce="+announce, "--membership", "--membership-rejoin-interval=1s",
+			"--announce-classes="+class, "--announce-classless=false", // the controller's --class
 			"-v=1", // the "Synced" line
 		)
 		if err != nil {

@@ -46,6 +46,8 @@ type ConsumerOptions struct {
 	Log logr.Logger
 	// Node is this node's name.
 	Node string
+	// Classes are the Services whose VIPs are advertised (announce.Classes).
+	Classes announce.Classes
 	// Dynamic watches BGPPeers and writes their status.
 	Dynamic dynamic.Interface
 	// Secrets watches the peers' password Secrets (each by name, see secrets.go).
@@ -329,7 +331,7 @@ func (c *Consumer) event(bp *v1alpha1.BGPPeer, msg string) {
 // one of its peers of the VIP's family; with externalTrafficPolicy: Local only while this node
 // has a ready endpoint.
 func (c *Consumer) advertisements(st *tracker.State, objs map[string]*v1alpha1.BGPPeer, all map[string]map[string]string) ([]Advertisement, error) {
-	targets, err := announce.Targets(st)
+	targets, err := announce.Targets(st, c.opts.Classes)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/framework/wait"
+	"github.com/portico-lb/portico/nodeproxy/announce"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
 	"github.com/portico-lb/portico/servicerules"
 )
@@ -236,7 +237,7 @@ func (w *world) state(me string) *tracker.State {
 // consumer starts a Consumer for node me over the world; it is stopped at the test's end.
 func (w *world) consumer(me string) *Consumer {
 	w.t.Helper()
-	c, err := NewConsumer(context.Background(), ConsumerOptions{Log: logr.Discard(), Node: me, Dynamic: w.dyn, Secrets: w.cs,
+	c, err := NewConsumer(context.Background(), ConsumerOptions{Log: logr.Discard(), Node: me, Classes: announce.Classes{Classless: true}, Dynamic: w.dyn, Secrets: w.cs,
 		Recorder: w.rec, StatusInterval: time.Hour,
 		Resync:     func() { w.resyncs <- struct{}{} },
 		NewSpeaker: func(context.Context, Options) (Sessions, error) { return w.sessions, nil },
@@ -570,7 +571,7 @@ func TestConsumerNoPeerNoSpeaker(t *testing.T) {
 	w.pool("bgp", &v1alpha1.BGPAnnounce{}, "198.18.10.0/24")
 	w.service("web", false, "198.18.10.1")
 	started := false
-	c, err := NewConsumer(context.Background(), ConsumerOptions{Log: logr.Discard(), Node: "node1", Dynamic: w.dyn, Secrets: w.cs,
+	c, err := NewConsumer(context.Background(), ConsumerOptions{Log: logr.Discard(), Node: "node1", Classes: announce.Classes{Classless: true}, Dynamic: w.dyn, Secrets: w.cs,
 		NewSpeaker: func(context.Context, Options) (Sessions, error) { started = true; return w.sessions, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -603,7 +604,7 @@ func TestConsumerStopForRestart(t *testing.T) {
 			w.peer("r1", "198.19.0.1", nil)
 			w.pool("bgp", &v1alpha1.BGPAnnounce{}, "198.18.10.0/24")
 			w.service("web", false, "198.18.10.1")
-			c, err := NewConsumer(context.Background(), ConsumerOptions{Log: logr.Discard(), Node: "node1", Dynamic: w.dyn, Secrets: w.cs,
+			c, err := NewConsumer(context.Background(), ConsumerOptions{Log: logr.Discard(), Node: "node1", Classes: announce.Classes{Classless: true}, Dynamic: w.dyn, Secrets: w.cs,
 				StatusInterval: time.Hour, GracefulRestart: tc.gr, Uninstalling: tc.uninstalling,
 				NewSpeaker: func(context.Context, Options) (Sessions, error) { return w.sessions, nil }})
 			if err != nil {

@@ -40,6 +40,8 @@ type ConsumerOptions struct {
 	Log logr.Logger
 	// Announcer answers ARP/NDP for the VIPs this node wins.
 	Announcer Setter
+	// Classes are the Services whose VIPs are announced (announce.Classes).
+	Classes announce.Classes
 	// Recorder records the L2Announcing Events (nil: none).
 	Recorder events.EventRecorder
 	// Registerer takes the consumer's metrics (nil: none).
@@ -82,7 +84,7 @@ func (c *Consumer) Name() string { return "l2" }
 // or not): an election reads Nodes, pools and the membership view, which no Service change
 // list covers, and costs one hash per candidate node and VIP.
 func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
-	targets, err := announce.Targets(st)
+	targets, err := announce.Targets(st, c.opts.Classes)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/api/v1alpha1"
+	"github.com/portico-lb/portico/nodeproxy/announce"
 	"github.com/portico-lb/portico/nodeproxy/announce/election"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
 )
@@ -112,7 +113,7 @@ func (w *world) state(me string, alive ...string) *tracker.State {
 
 func newTestConsumer(rec events.EventRecorder, reg prometheus.Registerer) (*Consumer, *fakeSetter) {
 	f := &fakeSetter{}
-	return NewConsumer(ConsumerOptions{Announcer: f, Recorder: rec, Registerer: reg,
+	return NewConsumer(ConsumerOptions{Announcer: f, Classes: announce.Classes{Classless: true}, Recorder: rec, Registerer: reg,
 		Interfaces: func(netip.Addr, *corev1.Node) ([]string, error) { return []string{"eth0"}, nil }}), f
 }
 

@@ -28,6 +28,19 @@ clusterCIDRs: {{ toJson . }}
 {{- with $a.announce }}
 announce: {{ toJson . }}
 {{- end }}
+{{- /* The agents announce only the VIPs of the Services a bare-metal provider of this release
+  serves: the controller's classes with baremetal, class-less ones when the controller's
+  classless provider or portico-ccm's is baremetal. */}}
+{{- $c := .Values.controller }}{{ $classes := list }}{{ $classless := false }}
+{{- if $c.enabled }}
+{{- range $class, $provider := $c.classes }}{{ if eq $provider "baremetal" }}{{ $classes = append $classes $class }}{{ end }}{{ end }}
+{{- if eq $c.classlessProvider "baremetal" }}{{ $classless = true }}{{ end }}
+{{- end }}
+{{- if and .Values.ccm.enabled (eq .Values.ccm.provider "baremetal") }}{{ $classless = true }}{{ end }}
+{{- with $classes }}
+announceClasses: {{ toJson . }}
+{{- end }}
+announceClassless: {{ $classless }}
 ignoreExcludeLB: {{ .Values.ignoreExcludeLB }}
 {{- if has "l2" $a.announce }}
 membership:
