@@ -76,14 +76,15 @@ func TestAttributeDefaults(t *testing.T) {
 			if dSet.NLB.Attributes["access_logs.s3.bucket"] != "logs" || dSet.NLB.Attributes["load_balancing.cross_zone.enabled"] != "true" {
 				t.Errorf("NLB with annotations: %v", dSet.NLB.Attributes)
 			}
+			removed, set := dRemoved.NLB.Listeners[0].TG.Attributes, dSet.NLB.Listeners[0].TG.Attributes
 			for k, v := range tgDefaultAttributes {
-				if dRemoved.NLB.TGAttributes[k] != v {
-					t.Errorf("target group without annotation: %s=%q, want the default %q", k, dRemoved.NLB.TGAttributes[k], v)
+				if removed[k] != v {
+					t.Errorf("target group without annotation: %s=%q, want the default %q", k, removed[k], v)
 				}
 			}
-			if dSet.NLB.TGAttributes["proxy_protocol_v2.enabled"] != "true" || dSet.NLB.TGAttributes["deregistration_delay.timeout_seconds"] != "10" ||
-				dSet.NLB.TGAttributes["stickiness.type"] != "source_ip" {
-				t.Errorf("target group with annotation: %v", dSet.NLB.TGAttributes)
+			if set["proxy_protocol_v2.enabled"] != "true" || set["deregistration_delay.timeout_seconds"] != "10" ||
+				set["stickiness.type"] != "source_ip" {
+				t.Errorf("target group with annotation: %v", set)
 			}
 		}
 		if desiredHash(dSet) == desiredHash(dRemoved) {

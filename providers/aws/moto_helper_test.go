@@ -29,6 +29,7 @@ func TestMain(m *testing.M) { moto.Main(m) }
 // group tagged for the cluster, instances as providers.Node named node-0, node-1, ...
 type fixture struct {
 	t       *testing.T
+	srv     *moto.Server
 	mf      *moto.Fixture
 	url     string
 	ec2     *ec2.Client
@@ -45,7 +46,7 @@ func seed(t *testing.T, nodes int) *fixture {
 	t.Helper()
 	srv := moto.Shared(t)
 	mf := srv.Seed(t, moto.SeedOptions{Cluster: testCluster, AZs: 2, Nodes: nodes})
-	f := &fixture{t: t, mf: mf, url: srv.URL, ec2: ec2.NewFromConfig(awsConfig(srv.URL)),
+	f := &fixture{t: t, srv: srv, mf: mf, url: srv.URL, ec2: ec2.NewFromConfig(awsConfig(srv.URL)),
 		vpc: mf.VPCID, nodeSG: mf.NodeSecurityGroupID, certARN: mf.Certificates[0].ARN}
 	for _, sn := range mf.PublicSubnets {
 		f.public = append(f.public, sn.ID)
