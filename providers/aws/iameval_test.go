@@ -139,10 +139,12 @@ func checkPolicyScoped(t *testing.T, doc policyDocument, cluster string) {
 		r     iamRequest
 		allow bool
 	}{
-		{iamRequest{Action: "ec2:CreateSecurityGroup", RequestTags: owned}, true},
-		{iamRequest{Action: "ec2:CreateSecurityGroup", RequestTags: map[string]string{"team": "x"}}, false},
-		{iamRequest{Action: "ec2:CreateTags", RequestTags: owned, Keys: map[string]string{"ec2:CreateAction": "CreateSecurityGroup"}}, true},
-		{iamRequest{Action: "ec2:CreateTags", RequestTags: owned, ResourceTags: owned}, false},
+		{iamRequest{Action: "ec2:CreateSecurityGroup", Resource: newGroupARN, RequestTags: owned}, true},
+		{iamRequest{Action: "ec2:CreateSecurityGroup", Resource: newGroupARN, RequestTags: map[string]string{"team": "x"}}, false},
+		{iamRequest{Action: "ec2:CreateSecurityGroup", Resource: "arn:aws:ec2:us-east-1:123456789012:vpc/vpc-1"}, true},
+		{iamRequest{Action: "ec2:CreateTags", Resource: newGroupARN, RequestTags: owned, Keys: map[string]string{"ec2:CreateAction": "CreateSecurityGroup"}}, true},
+		{iamRequest{Action: "ec2:CreateTags", Resource: newGroupARN, RequestTags: owned, ResourceTags: owned}, false},
+		{iamRequest{Action: "ec2:CreateTags", Resource: "arn:aws:ec2:us-east-1:123456789012:instance/i-1", RequestTags: owned, Keys: map[string]string{"ec2:CreateAction": "CreateSecurityGroup"}}, false},
 		{iamRequest{Action: "elasticloadbalancing:CreateLoadBalancer", RequestTags: map[string]string{clusterTag("other"): tagOwned}}, false},
 		{iamRequest{Action: "elasticloadbalancing:AddTags", RequestTags: owned, Keys: map[string]string{"elasticloadbalancing:CreateAction": "CreateTargetGroup"}}, true},
 		{iamRequest{Action: "elasticloadbalancing:AddTags", RequestTags: owned, ResourceTags: map[string]string{}}, false},
@@ -162,6 +164,9 @@ func checkPolicyScoped(t *testing.T, doc policyDocument, cluster string) {
 		}
 	}
 }
+
+// newGroupARN stands for a security group being created (AWS authorises the create against it).
+const newGroupARN = "arn:aws:ec2:us-east-1:123456789012:security-group/*"
 
 // TestIAMPolicyScoped: the shipped policy denies what an unscoped one allows (checkPolicyScoped).
 // On 3e563f2 every "want false" case fails: the policy allows every action on every resource.

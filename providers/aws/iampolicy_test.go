@@ -182,11 +182,24 @@ func derivedPolicy(t *testing.T) policyDocument {
 	}
 	requestTag := "aws:RequestTag/" + clusterTagKey
 	resourceTag := "aws:ResourceTag/" + clusterTagKey
+	// EC2 authorises CreateSecurityGroup against the new group and against its VPC, whose
+	// authorisation carries no request tags: the tag condition applies to the group only.
+	var ec2Create, elbCreate []string
+	for _, a := range byScope[scopeCreate] {
+		if strings.HasPrefix(a, "ec2:") {
+			ec2Create = append(ec2Create, a)
+		} else {
+			elbCreate = append(elbCreate, a)
+		}
+	}
 	return policyDocument{Version: "2012-10-17", Statement: []policyStatement{
 		{Sid: "PorticoRead", Effect: "Allow", Action: byScope[scopeRead], Resource: "*"},
-		{Sid: "PorticoCreateTagged", Effect: "Allow", Action: byScope[scopeCreate], Resource: "*",
+		{Sid: "PorticoCreateTaggedSecurityGroups", Effect: "Allow", Action: ec2Create, Resource: "arn:aws:ec2:*:*:security-group/*",
 			Condition: map[string]map[string]any{"Null": {requestTag: "false"}}},
-		{Sid: "PorticoTagOnCreateEC2", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: "*",
+		{Sid: "PorticoCreateSecurityGroupsInVPCs", Effect: "Allow", Action: ec2Create, Resource: "arn:aws:ec2:*:*:vpc/*"},
+		{Sid: "PorticoCreateTagged", Effect: "Allow", Action: elbCreate, Resource: "*",
+			Condition: map[string]map[string]any{"Null": {requestTag: "false"}}},
+		{Sid: "PorticoTagOnCreateEC2", Effect: "Allow", Action: []string{"ec2:CreateTags"}, Resource: "arn:aws:ec2:*:*:security-group/*",
 			Condition: map[string]map[string]any{"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"}, "Null": {requestTag: "false"}}},
 		{Sid: "PorticoTagOnCreateELB", Effect: "Allow", Action: []string{"elasticloadbalancing:AddTags"}, Resource: "*",
 			Condition: map[string]map[string]any{"StringEquals": {"elasticloadbalancing:CreateAction": elbCreateActions}, "Null": {requestTag: "false"}}},

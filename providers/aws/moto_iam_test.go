@@ -70,9 +70,19 @@ func (r *iamRecorder) check(ctx context.Context, service, op string, input any) 
 	reqTags := requestTags(v, op)
 	var reqs []iamRequest
 	create := slices.Contains(createOps, op)
-	if create || strings.HasPrefix(op, "Describe") {
+	switch {
+	case op == "CreateSecurityGroup":
+		// Authorised against the new group and against its VPC.
+		vpc := ""
+		if f := v.FieldByName("VpcId"); f.IsValid() && !f.IsNil() {
+			vpc = *f.Interface().(*string)
+		}
+		reqs = append(reqs,
+			iamRequest{Action: "ec2:" + op, Resource: newGroupARN, RequestTags: reqTags},
+			iamRequest{Action: "ec2:" + op, Resource: "arn:aws:ec2:us-east-1:123456789012:vpc/" + vpc, RequestTags: reqTags})
+	case create || strings.HasPrefix(op, "Describe"):
 		reqs = append(reqs, iamRequest{Action: prefix + ":" + op, RequestTags: reqTags})
-	} else {
+	default:
 		for _, res := range r.resources(ctx, service, v) {
 			res.Action, res.RequestTags = prefix+":"+op, reqTags
 			reqs = append(reqs, res)
@@ -84,7 +94,7 @@ func (r *iamRecorder) check(ctx context.Context, service, op string, input any) 
 	if create && len(reqTags) > 0 {
 		// AWS authorises the tags of a create as a tagging action of that create.
 		if prefix == "ec2" {
-			reqs = append(reqs, iamRequest{Action: "ec2:CreateTags", RequestTags: reqTags, Keys: map[string]string{"ec2:CreateAction": op}})
+			reqs = append(reqs, iamRequest{Action: "ec2:CreateTags", Resource: newGroupARN, RequestTags: reqTags, Keys: map[string]string{"ec2:CreateAction": op}})
 		} else {
 			reqs = append(reqs, iamRequest{Action: "elasticloadbalancing:AddTags", RequestTags: reqTags, Keys: map[string]string{"elasticloadbalancing:CreateAction": op}})
 		}
