@@ -13,7 +13,7 @@
 //	|                                                    | changes a resource carrying it, deletes it = owned, |      |
 //	|                                                    | ec2:CreateTags only with CreateSecurityGroup; every |      |
 //	|                                                    | call of an NLB + Classic ELB lifecycle is allowed   |      |
-//	| [10] NLB with backend-protocol: ssl (TLS target    | provisioned: each target group gets only the        | providers/aws (-tags moto): TestNLBTargetGroupProtocolsMoto (TCP, UDP, TCP_UDP, TLS) |
+//	| [10] NLB with backend-protocol: ssl (TLS target    | provisioned: each target group gets only the        | providers/aws (-tags moto): TestNLBTargetGroupProtocolsMoto (TCP, UDP, TCP_UDP, TLS); e2e/suites/aws: TestNLBBackendSSL (through portico-controller) |
 //	|      group): stickiness default refused by AWS     | attributes its protocol takes; a Service's key that |      |
 //	|                                                    | one does not take warns                             |      |
 //	| [10] an Ensure refused half-way                    | the half-made NLB is converged by the next Ensure   | providers/aws (-tags moto): TestNLBFailedProvisioningDeletedMoto |
