@@ -2,6 +2,7 @@ package aws
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -231,5 +232,37 @@ func TestAdoptedName(t *testing.T) {
 	tags[tagServiceUID] = "x"
 	if adoptable(name, tags, "c1", ref) {
 		t.Errorf("adoptable: a load balancer carrying another Portico owner's tag")
+	}
+}
+
+// TestTGAttributesByProtocol: each target group gets the defaults and the Service's values its
+// protocol takes (no stickiness on TLS, no preserve_client_ip on UDP and TCP_UDP), and a key the
+// Service sets that a target group does not take warns once per protocol.
+func TestTGAttributesByProtocol(t *testing.T) {
+	set := map[string]string{"stickiness.enabled": "true", "preserve_client_ip.enabled": "false"}
+	for _, tc := range []struct {
+		protocol string
+		absent   []string
+	}{
+		{"TCP", nil},
+		{"TLS", []string{"stickiness.enabled", "stickiness.type"}},
+		{"UDP", []string{"preserve_client_ip.enabled"}},
+		{"TCP_UDP", []string{"preserve_client_ip.enabled"}},
+	} {
+		got := tgAttributes(tc.protocol, set)
+		for k, def := range tgDefaultAttributes {
+			want, ok := def, !slices.Contains(tc.absent, k)
+			if v, s := set[k]; s {
+				want = v
+			}
+			if v, has := got[k]; has != ok || (ok && v != want) {
+				t.Errorf("%s: %s=%q (set %v), want %q (set %v)", tc.protocol, k, v, has, want, ok)
+			}
+		}
+	}
+	n := nlbSpec{Listeners: []nlbListener{{TG: targetGroupSpec{Protocol: "TLS"}}, {TG: targetGroupSpec{Protocol: "TLS"}}, {TG: targetGroupSpec{Protocol: "UDP"}}}}
+	w := tgAttributeWarnings(n, set)
+	if len(w) != 2 || !strings.Contains(w[0], "stickiness.enabled does not apply to TLS") || !strings.Contains(w[1], "preserve_client_ip.enabled does not apply to UDP") {
+		t.Errorf("warnings %q, want one for stickiness on TLS and one for preserve_client_ip on UDP", w)
 	}
 }
