@@ -341,7 +341,7 @@ var awsKeys = []Key{
 		Values: "`k=v,k2=v2` with `proxy_protocol_v2.enabled`, `preserve_client_ip.enabled`, `deregistration_delay.connection_termination.enabled`, " +
 			"`stickiness.enabled` (`true`/`false`), `deregistration_delay.timeout_seconds` (0-3600), `stickiness.type` (`source_ip`)",
 		Default: "AWS defaults for instance targets (a removed key returns to its default)",
-		Doc:     "NLB target-group attributes, set on every target group of the Service.",
+		Doc:     "NLB target-group attributes, set on each target group of the Service whose protocol takes them (no stickiness on TLS, client IP preservation fixed on UDP and TCP_UDP; a key left out warns).",
 	},
 	{
 		Name: AWSEIPAllocations, Provider: providerAWS,

@@ -2,6 +2,7 @@ package aws
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,14 +77,15 @@ func TestAttributeDefaults(t *testing.T) {
 			if dSet.NLB.Attributes["access_logs.s3.bucket"] != "logs" || dSet.NLB.Attributes["load_balancing.cross_zone.enabled"] != "true" {
 				t.Errorf("NLB with annotations: %v", dSet.NLB.Attributes)
 			}
+			removed, set := dRemoved.NLB.Listeners[0].TG.Attributes, dSet.NLB.Listeners[0].TG.Attributes
 			for k, v := range tgDefaultAttributes {
-				if dRemoved.NLB.TGAttributes[k] != v {
-					t.Errorf("target group without annotation: %s=%q, want the default %q", k, dRemoved.NLB.TGAttributes[k], v)
+				if removed[k] != v {
+					t.Errorf("target group without annotation: %s=%q, want the default %q", k, removed[k], v)
 				}
 			}
-			if dSet.NLB.TGAttributes["proxy_protocol_v2.enabled"] != "true" || dSet.NLB.TGAttributes["deregistration_delay.timeout_seconds"] != "10" ||
-				dSet.NLB.TGAttributes["stickiness.type"] != "source_ip" {
-				t.Errorf("target group with annotation: %v", dSet.NLB.TGAttributes)
+			if set["proxy_protocol_v2.enabled"] != "true" || set["deregistration_delay.timeout_seconds"] != "10" ||
+				set["stickiness.type"] != "source_ip" {
+				t.Errorf("target group with annotation: %v", set)
 			}
 		}
 		if desiredHash(dSet) == desiredHash(dRemoved) {
@@ -230,5 +232,37 @@ func TestAdoptedName(t *testing.T) {
 	tags[tagServiceUID] = "x"
 	if adoptable(name, tags, "c1", ref) {
 		t.Errorf("adoptable: a load balancer carrying another Portico owner's tag")
+	}
+}
+
+// TestTGAttributesByProtocol: each target group gets the defaults and the Service's values its
+// protocol takes (no stickiness on TLS, no preserve_client_ip on UDP and TCP_UDP), and a key the
+// Service sets that a target group does not take warns once per protocol.
+func TestTGAttributesByProtocol(t *testing.T) {
+	set := map[string]string{"stickiness.enabled": "true", "preserve_client_ip.enabled": "false"}
+	for _, tc := range []struct {
+		protocol string
+		absent   []string
+	}{
+		{"TCP", nil},
+		{"TLS", []string{"stickiness.enabled", "stickiness.type"}},
+		{"UDP", []string{"preserve_client_ip.enabled"}},
+		{"TCP_UDP", []string{"preserve_client_ip.enabled"}},
+	} {
+		got := tgAttributes(tc.protocol, set)
+		for k, def := range tgDefaultAttributes {
+			want, ok := def, !slices.Contains(tc.absent, k)
+			if v, s := set[k]; s {
+				want = v
+			}
+			if v, has := got[k]; has != ok || (ok && v != want) {
+				t.Errorf("%s: %s=%q (set %v), want %q (set %v)", tc.protocol, k, v, has, want, ok)
+			}
+		}
+	}
+	n := nlbSpec{Listeners: []nlbListener{{TG: targetGroupSpec{Protocol: "TLS"}}, {TG: targetGroupSpec{Protocol: "TLS"}}, {TG: targetGroupSpec{Protocol: "UDP"}}}}
+	w := tgAttributeWarnings(n, set)
+	if len(w) != 2 || !strings.Contains(w[0], "stickiness.enabled does not apply to TLS") || !strings.Contains(w[1], "preserve_client_ip.enabled does not apply to UDP") {
+		t.Errorf("warnings %q, want one for stickiness on TLS and one for preserve_client_ip on UDP", w)
 	}
 }

@@ -77,6 +77,7 @@ func (p *Provider) desired(lb *providers.LoadBalancer) (desiredLB, error) {
 			err = nlbAddresses(&d.NLB, spec, scheme)
 		}
 		d.Warnings = append(d.Warnings, nlbWarnings(spec)...)
+		d.Warnings = append(d.Warnings, tgAttributeWarnings(d.NLB, spec.TargetGroupAttributes)...)
 		if err == nil {
 			err = checkNLBGroups(d)
 		}

@@ -26,8 +26,7 @@ func nlbDesired(name string, lb *providers.LoadBalancer, spec ServiceOptions) (n
 		byPort[pt.Port] = append(byPort[pt.Port], pt)
 	}
 	slices.Sort(order)
-	out := nlbSpec{IPAddressType: "ipv4", Attributes: nlbAttributes(spec), TGAttributes: maps.Clone(tgDefaultAttributes)}
-	maps.Copy(out.TGAttributes, spec.TargetGroupAttributes)
+	out := nlbSpec{IPAddressType: "ipv4", Attributes: nlbAttributes(spec)}
 	if spec.IPAddressType != "" {
 		out.IPAddressType = spec.IPAddressType
 	}
@@ -62,10 +61,11 @@ func nlbDesired(name string, lb *providers.LoadBalancer, spec ServiceOptions) (n
 		l.TG = targetGroupSpec{
 			// A target group's health-check protocol is not reliably changeable in place
 			// (kubernetes/kubernetes#80996): it is part of the name, so a change makes a new group.
-			Name:     targetGroupName(name, tgProtocol+"/"+hc.Protocol, nodePort, port),
-			Protocol: tgProtocol,
-			Port:     nodePort,
-			HC:       hc,
+			Name:       targetGroupName(name, tgProtocol+"/"+hc.Protocol, nodePort, port),
+			Protocol:   tgProtocol,
+			Port:       nodePort,
+			HC:         hc,
+			Attributes: tgAttributes(tgProtocol, spec.TargetGroupAttributes),
 		}
 		out.Listeners = append(out.Listeners, l)
 	}
@@ -80,7 +80,8 @@ var nlbDefaultAttributes = map[string]string{
 }
 
 // tgDefaultAttributes are AWS's defaults for the target-group attributes the Service may set
-// (instance targets): a key removed from the annotation returns to its default.
+// (instance targets): a key removed from the annotation returns to its default, on the target
+// groups whose protocol takes it (tgAttributeProtocols).
 // cloud-provider-aws leaves a removed key at its last value.
 var tgDefaultAttributes = map[string]string{
 	"proxy_protocol_v2.enabled":                           "false",
@@ -89,6 +90,61 @@ var tgDefaultAttributes = map[string]string{
 	"deregistration_delay.connection_termination.enabled": "false",
 	"stickiness.enabled":                                  "false",
 	"stickiness.type":                                     "source_ip",
+}
+
+// tgAttributeProtocols names, for each target-group attribute the provider manages, the
+// target-group protocols AWS accepts it on (instance targets; AWS's Network Load Balancer guide,
+// "Edit target group attributes"): sticky sessions are not supported on TLS target groups, and
+// client IP preservation is always on, and cannot be changed, for UDP and TCP_UDP ones. An
+// attribute is written only to the target groups whose protocol takes it: writing stickiness to
+// a TLS target group fails the whole Ensure (InvalidConfigurationRequest).
+var tgAttributeProtocols = map[string][]string{
+	"proxy_protocol_v2.enabled":                           {"TCP", "UDP", "TCP_UDP", "TLS"},
+	"preserve_client_ip.enabled":                          {"TCP", "TLS"},
+	"deregistration_delay.timeout_seconds":                {"TCP", "UDP", "TCP_UDP", "TLS"},
+	"deregistration_delay.connection_termination.enabled": {"TCP", "UDP", "TCP_UDP", "TLS"},
+	"stickiness.enabled":                                  {"TCP", "UDP", "TCP_UDP"},
+	"stickiness.type":                                     {"TCP", "UDP", "TCP_UDP"},
+}
+
+// tgAttributeApplies reports whether a target group of protocol takes the attribute key.
+func tgAttributeApplies(key, protocol string) bool {
+	return slices.Contains(tgAttributeProtocols[key], protocol)
+}
+
+// tgAttributes are the attributes a target group of protocol is converged to: the Service's
+// values over tgDefaultAttributes, only those its protocol takes.
+func tgAttributes(protocol string, set map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range tgDefaultAttributes {
+		if tgAttributeApplies(k, protocol) {
+			out[k] = v
+		}
+	}
+	for k, v := range set {
+		if tgAttributeApplies(k, protocol) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// tgAttributeWarnings name the target-group attributes the Service sets that a target group of
+// its NLB does not take (they are not written to it), one per attribute and protocol.
+func tgAttributeWarnings(n nlbSpec, set map[string]string) []string {
+	var w []string
+	seen := map[string]bool{}
+	for _, l := range n.Listeners {
+		for _, k := range sortedKeys(set) {
+			if tgAttributeApplies(k, l.TG.Protocol) || seen[k+"/"+l.TG.Protocol] {
+				continue
+			}
+			seen[k+"/"+l.TG.Protocol] = true
+			w = append(w, fmt.Sprintf("%s: %s does not apply to %s target groups (AWS accepts it on %s); it is not set on them",
+				annotations.AWSTargetGroupAttributes, k, l.TG.Protocol, strings.Join(tgAttributeProtocols[k], ", ")))
+		}
+	}
+	return w
 }
 
 // nlbAttributes are the NLB's managed attributes for spec. The bucket and prefix are set only

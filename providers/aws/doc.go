@@ -21,7 +21,7 @@
 //     adoption.go: taking over cloud-provider-aws's load balancers in place;
 //   - metrics.go and throttle.go: per-call counts, latency and retries; the client-side rate
 //     limits and the SDK retryer's settings; deploy/aws/iam-policy.json is derived from api.go
-//     (iampolicy_test.go);
+//     and the scope of each action (iampolicy_test.go);
 //   - sets.go and errors.go: helpers the resource files share.
 //
 // It owns what it creates through tags (tags.go), finds its resources by name and tags rather

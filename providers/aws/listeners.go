@@ -70,7 +70,7 @@ func (p *Provider) reconcileTargetGroup(ctx context.Context, d desiredLB, tg tar
 	if err := p.reconcileTargets(ctx, tgARN, tg.Name, instances); err != nil {
 		return "", err
 	}
-	if err := p.reconcileTargetGroupAttributes(ctx, tgARN, tg.Name, d.NLB.TGAttributes); err != nil {
+	if err := p.reconcileTargetGroupAttributes(ctx, tgARN, tg.Name, tg.Attributes); err != nil {
 		return "", err
 	}
 	return tgARN, nil

@@ -59,9 +59,6 @@ type nlbSpec struct {
 	// logs): the Service's value, else the default (nlbDefaultAttributes), so that removing an
 	// annotation restores the default.
 	Attributes map[string]string
-	// TGAttributes are set on every target group: the Service's values over
-	// tgDefaultAttributes.
-	TGAttributes map[string]string
 }
 
 type nlbListener struct {
@@ -79,6 +76,9 @@ type targetGroupSpec struct {
 	Protocol string // TCP, UDP, TCP_UDP, TLS
 	Port     int32  // the node port
 	HC       healthCheck
+	// Attributes are the target-group attributes it is converged to: the Service's values over
+	// tgDefaultAttributes, those its protocol takes (tgAttributes).
+	Attributes map[string]string
 }
 
 // healthCheck is an NLB target-group health check.

@@ -29,6 +29,7 @@ func TestMain(m *testing.M) { moto.Main(m) }
 // group tagged for the cluster, instances as providers.Node named node-0, node-1, ...
 type fixture struct {
 	t       *testing.T
+	srv     *moto.Server
 	mf      *moto.Fixture
 	url     string
 	ec2     *ec2.Client
@@ -45,7 +46,7 @@ func seed(t *testing.T, nodes int) *fixture {
 	t.Helper()
 	srv := moto.Shared(t)
 	mf := srv.Seed(t, moto.SeedOptions{Cluster: testCluster, AZs: 2, Nodes: nodes})
-	f := &fixture{t: t, mf: mf, url: srv.URL, ec2: ec2.NewFromConfig(awsConfig(srv.URL)),
+	f := &fixture{t: t, srv: srv, mf: mf, url: srv.URL, ec2: ec2.NewFromConfig(awsConfig(srv.URL)),
 		vpc: mf.VPCID, nodeSG: mf.NodeSecurityGroupID, certARN: mf.Certificates[0].ARN}
 	for _, sn := range mf.PublicSubnets {
 		f.public = append(f.public, sn.ID)
@@ -94,7 +95,7 @@ func (f *fixture) newRegistry() *prometheus.Registry {
 
 func (f *fixture) provider(defaultType Kind) *Provider {
 	f.reg = f.newRegistry()
-	p, err := NewWithConfig(awsConfig(f.url), Options{
+	p, err := NewWithConfig(f.iamCheckedConfig(), Options{
 		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,
 		ExtraTags: map[string]string{"team": "portico"},
 	})
@@ -106,12 +107,29 @@ func (f *fixture) provider(defaultType Kind) *Provider {
 // their per-Service node rules are still maintained.
 func (f *fixture) legacyProvider(defaultType Kind) *Provider {
 	f.reg = f.newRegistry()
-	p, err := NewWithConfig(awsConfig(f.url), Options{
+	p, err := NewWithConfig(f.iamCheckedConfig(), Options{
 		ClusterName: testCluster, DefaultType: defaultType, Logger: testr.New(f.t), Metrics: f.reg,
 		ExtraTags: map[string]string{"team": "portico"}, sgLessNLBs: true,
 	})
 	must(f.t, err)
 	return p
+}
+
+// iamCheckedConfig is the configuration of a provider whose every call is evaluated against
+// deploy/aws/iam-policy.json's statements and conditions (iamRecorder); the test fails at its
+// end on any call the policy would deny.
+func (f *fixture) iamCheckedConfig() aws.Config {
+	cfg := awsConfig(f.url)
+	rec := newIAMRecorder(f.t, f)
+	rec.install(&cfg)
+	f.t.Cleanup(func() {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, d := range rec.denied {
+			f.t.Errorf("the IAM policy denies: %s", d)
+		}
+	})
+	return cfg
 }
 
 // calls returns the provider's own count of AWS operations by name.

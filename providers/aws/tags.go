@@ -39,6 +39,9 @@ import (
 // "portico/backend/<cluster hash>/traffic".
 // Nothing without these marks is ever modified or deleted, except the node security groups'
 // rules the provider added.
+// The IAM policy (deploy/aws/iam-policy.json) relies on the cluster tag: a create is allowed
+// only with kubernetes.io/cluster/<cluster> in its request, a change only to a resource carrying
+// it (the nodes' security groups included), a delete only where it says owned.
 const (
 	tagClusterPrefix = "kubernetes.io/cluster/"
 	tagOwned         = "owned"

@@ -19,6 +19,16 @@
 //	|     with a pool address forged into its status     |     the same targets: announce.TestTargetsOnly-    |      |
 //	|                                                    |     PorticoClasses); a Portico VIP is answered by  |      |
 //	|                                                    |     exactly one node                               |      |
+//	| [9] the IAM policy grants every action on "*"       | one policy file (the chart ships it byte for byte);  | providers/aws (-tags moto): TestIAMPolicyConditionsMoto; TestIAMPolicyScoped, TestChartIAMPolicyIsTheOne, TestIAMPolicy; deploy: TestChartIAMPolicyIsDeployAWS |
+//	|     unconditioned; the chart's copy differs         | creates need the cluster tag in the request,       |      |
+//	|                                                    | changes a resource carrying it, deletes it = owned, |      |
+//	|                                                    | ec2:CreateTags only with CreateSecurityGroup; every |      |
+//	|                                                    | call of an NLB + Classic ELB lifecycle is allowed   |      |
+//	| [10] NLB with backend-protocol: ssl (TLS target    | provisioned: each target group gets only the        | providers/aws (-tags moto): TestNLBTargetGroupProtocolsMoto (TCP, UDP, TCP_UDP, TLS); e2e/suites/aws: TestNLBBackendSSL (through portico-controller) |
+//	|      group): stickiness default refused by AWS     | attributes its protocol takes; a Service's key that |      |
+//	|                                                    | one does not take warns                             |      |
+//	| [10] an Ensure refused half-way                    | the half-made NLB is converged by the next Ensure   | providers/aws (-tags moto): TestNLBFailedProvisioningDeletedMoto |
+//	|                                                    | and removed, with its groups, by Delete             |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
