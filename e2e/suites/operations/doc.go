@@ -29,6 +29,10 @@
 //	|                                                    | one does not take warns                             |      |
 //	| [10] an Ensure refused half-way                    | the half-made NLB is converged by the next Ensure   | providers/aws (-tags moto): TestNLBFailedProvisioningDeletedMoto |
 //	|                                                    | and removed, with its groups, by Delete             |      |
+//	| [13] a conformance run whose BeforeSuite fails, | the run is incomplete: the fast subset's test fails, | e2e/framework/conformance: TestIncomplete, TestNotApplicableL2; e2e/suites/conformance: TestPorticoPassesFastSelection |
+//	|      whose specs never run, or ginkgo fails alone; | make conformance exits non-zero, the table says so  |      |
+//	|      a spec that passes in L2 only by a VIP move   | (counts pinned: fast 21, full 66/17/87/16); the    |      |
+//	|                                                    | L2 column shows the spec n/a with its reason       |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
