@@ -23,9 +23,9 @@ import (
 // ControllerName labels the controller's metrics and logs.
 const ControllerName = "portico-service"
 
-// SetupWithManager registers the reconciler: Services it owns (or still holds a finalizer on)
-// are reconciled on change; a Node change that can alter any load balancer's backend set
-// enqueues every owned Service, and the reconcile calls the provider only for those whose
+// SetupWithManager registers the reconciler: Services it serves (or holds) are reconciled on
+// change; a Node change that can alter any load balancer's backend set enqueues every Service it
+// serves and no other instance holds, and the reconcile calls the provider only for those whose
 // model actually changed.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	relevant := predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -33,8 +33,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		if !ok {
 			return false
 		}
-		_, owned := r.opts.Ownership.ProviderFor(svc)
-		return owned || r.opts.Ownership.holdsFinalizer(svc)
+		_, served := r.opts.Ownership.ProviderFor(svc)
+		return served || r.opts.Ownership.holder(svc) == heldByMe
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -60,7 +60,8 @@ func (r *Reconciler) ownedServices(ctx context.Context, _ client.Object) []recon
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if _, owned := r.opts.Ownership.ProviderFor(&list.Items[i]); owned {
+		svc := &list.Items[i]
+		if _, served := r.opts.Ownership.ProviderFor(svc); served && r.opts.Ownership.holder(svc) <= heldByMe {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
