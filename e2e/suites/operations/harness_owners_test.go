@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2/textlogger"
 
@@ -175,7 +176,7 @@ func (e *ownersEnv) unchanged(was *corev1.Service, holder string) {
 	if got := ownersHolder(now); got != holder {
 		e.t.Errorf("%s is held by %q, want %q", was.Name, got, holder)
 	}
-	if fmt.Sprint(now.Status.LoadBalancer.Ingress) != fmt.Sprint(was.Status.LoadBalancer.Ingress) {
+	if !equality.Semantic.DeepEqual(now.Status.LoadBalancer.Ingress, was.Status.LoadBalancer.Ingress) {
 		e.t.Errorf("%s ingress changed: %v -> %v", was.Name, was.Status.LoadBalancer.Ingress, now.Status.LoadBalancer.Ingress)
 	}
 }

@@ -63,7 +63,7 @@ func TestOwnersTwoInstances(t *testing.T) {
 	a, b := e.instance("portico-a", "198.18.161.0/24"), e.instance("portico-b", "198.18.162.0/24")
 	// Provisioned by a Portico that recorded no holder: its finalizer only.
 	e.lb("legacy", "a", func(s *corev1.Service) { s.Finalizers = []string{service.Finalizer} })
-	e.lb("ccm", "", func(s *corev1.Service) { s.Finalizers = []string{service.StockFinalizer} })
+	e.svcs.Create(e.svcs.LoadBalancer("ccm", func(s *corev1.Service) { s.Finalizers = []string{service.StockFinalizer} }))
 	t.Cleanup(func() { e.svcs.Update("ccm", func(s *corev1.Service) { s.Finalizers = nil }) })
 	a.start("a")
 	b.start("b")
