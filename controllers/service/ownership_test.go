@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/portico-lb/portico/annotations"
 )
@@ -133,5 +134,22 @@ func TestOrphansAndMessage(t *testing.T) {
 	}
 	if msg := o.notServedMessage(&svcs[2]); !strings.Contains(msg, "Services without a loadBalancerClass") {
 		t.Errorf("class-less message %q", msg)
+	}
+}
+
+// TestHolderRecordIsOurOwnWrite: recording the holder does not re-run a reconcile (it would cut
+// a provider's retry delay short); a user's annotation change does.
+func TestHolderRecordIsOurOwnWrite(t *testing.T) {
+	before := svcWith("s", ptr.To("portico-lb.io/x"), "")
+	claimed := before
+	claimed.Annotations = map[string]string{annotations.Owner: "ns/a", annotations.Provider: "ref"}
+	edited := claimed
+	edited.Annotations = map[string]string{annotations.Owner: "ns/a", annotations.Provider: "ref", annotations.Internal: "true"}
+	p := ignoreStatusOnly{}
+	if p.Update(event.UpdateEvent{ObjectOld: &before, ObjectNew: &claimed}) {
+		t.Error("the holder record triggers a reconcile")
+	}
+	if !p.Update(event.UpdateEvent{ObjectOld: &claimed, ObjectNew: &edited}) {
+		t.Error("a user's annotation does not trigger a reconcile")
 	}
 }

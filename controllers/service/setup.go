@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/servicerules"
 )
 
@@ -68,8 +70,9 @@ func (r *Reconciler) ownedServices(ctx context.Context, _ client.Object) []recon
 	return reqs
 }
 
-// ignoreStatusOnly drops Service updates that changed nothing but status or finalizers (our own
-// writes): reacting to them would re-run a reconcile that asked for a delayed retry.
+// ignoreStatusOnly drops Service updates that changed nothing but status, finalizers or the
+// holder record (our own writes): reacting to them would re-run a reconcile that asked for a
+// delayed retry.
 type ignoreStatusOnly struct{ predicate.Funcs }
 
 func (ignoreStatusOnly) Create(event.CreateEvent) bool   { return true }
@@ -82,7 +85,7 @@ func (ignoreStatusOnly) Update(e event.UpdateEvent) bool {
 	}
 	// Services do not bump metadata.generation on spec changes: compare the spec itself.
 	return !reflect.DeepEqual(o.Spec, n.Spec) ||
-		!reflect.DeepEqual(o.Annotations, n.Annotations) ||
+		!reflect.DeepEqual(withoutHolder(o.Annotations), withoutHolder(n.Annotations)) ||
 		!reflect.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) ||
 		// A status.loadBalancer edited by someone else is put back.
 		!reflect.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
@@ -105,4 +108,18 @@ func (nodeChange) Update(e event.UpdateEvent) bool {
 		!reflect.DeepEqual(o.Labels, n.Labels) ||
 		o.Spec.ProviderID != n.Spec.ProviderID ||
 		!reflect.DeepEqual(servicerules.NodeAddresses(o), servicerules.NodeAddresses(n))
+}
+
+// withoutHolder is a Service's annotations without the holder record the controller writes.
+func withoutHolder(a map[string]string) map[string]string {
+	if len(a) == 0 {
+		return nil
+	}
+	out := maps.Clone(a)
+	delete(out, annotations.Owner)
+	delete(out, annotations.Provider)
+	if len(out) == 0 {
+		return nil // as the API server returns an empty map
+	}
+	return out
 }

@@ -12,6 +12,8 @@
 //	|     its configuration                              | Delete), address and finalizer; condition and      |      |
 //	|                                                    | Warning Event ClassNotServed name the class, the   |      |
 //	|                                                    | instance and what it serves; re-adding resumes it  |      |
+//	| [1] the same edit, AWS provider (moto), an NLB      | the NLB stays in AWS under the same DNS name,      | TestOwnersConfigEditKeepsNLB |
+//	|                                                    | which the Service still reports                    |      |
 //	| [1] two installations with different classes; one  | each provisions and holds its own Services; the    | TestOwnersTwoInstances |
 //	|     reconfigured (class removed, the other's added),| other's keep finalizer, holder, status, no Delete; |      |
 //	|     the other restarted                            | a pre-upgrade Service is adopted by its class's    |      |
