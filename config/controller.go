@@ -42,6 +42,11 @@ type Controller[P ProviderConfigs] struct {
 	// ClasslessProvider, when set, makes the controller also own Services without a
 	// loadBalancerClass (as a cloud-controller-manager does) and serve them with this provider.
 	ClasslessProvider string `json:"classlessProvider,omitempty"`
+	// Instance names this controller in the Services it provisions (annotation
+	// controller.portico-lb.io/owner): only the instance a Service names updates or deletes its
+	// load balancer. Empty means "<LeaderElectionNamespace>/<LeaderElectionID>", which the
+	// replicas of one installation share and two installations cannot (see InstanceName).
+	Instance string `json:"instance,omitempty"`
 	// Providers holds every registered provider's own configuration (file key
 	// "providers: {<name>: {...}}", flags "--<name>-..."); only the providers in use are
 	// validated and built.
@@ -95,6 +100,7 @@ func (c *Controller[P]) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
 	fs.StringVar(&c.classFlag, "class", "", "comma list of CLASS=PROVIDER pairs: loadBalancerClasses this controller owns (providers: "+strings.Join(c.Providers.Names(), ", ")+")")
 	fs.StringVar(&c.classlessFlag, "classless-provider", "", "also own Services without a loadBalancerClass and serve them with this provider")
+	fs.StringVar(&c.Instance, "instance", c.Instance, "name recorded as the owner of the Services this controller provisions (annotation controller.portico-lb.io/owner); empty: <leader-election-namespace>/<leader-election-id>")
 	providerFlags := flag.NewFlagSet("providers", flag.ContinueOnError)
 	c.Providers.BindFlags(providerFlags)
 	fs.AddGoFlagSet(providerFlags)
@@ -171,12 +177,31 @@ func parseClassList(s string) (map[string]string, error) {
 	return out, nil
 }
 
+// InstanceName is the name this controller records as the owner of the Services it
+// provisions: Instance, or "<LeaderElectionNamespace>/<LeaderElectionID>".
+func (c *Controller[P]) InstanceName() string {
+	if c.Instance != "" {
+		return c.Instance
+	}
+	return c.LeaderElectionNamespace + "/" + c.LeaderElectionID
+}
+
 // Validate returns every problem with the configuration.
 func (c *Controller[P]) Validate() error {
 	var errs field.ErrorList
 	root := field.NewPath("config")
 	if len(c.Classes) == 0 && c.ClasslessProvider == "" {
 		errs = append(errs, field.Required(root.Child("classes"), "own at least one loadBalancerClass (--class) or class-less Services (--classless-provider)"))
+	}
+	return aggregate("invalid configuration", append(errs, c.validate(root)...))
+}
+
+// validate returns the problems Validate and Orphans.Validate share: everything but the need
+// to serve at least one class.
+func (c *Controller[P]) validate(root *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.InstanceName() == "/" {
+		errs = append(errs, field.Required(root.Child("instance"), "set it, or the leader-election namespace and id it defaults to"))
 	}
 	classes := make([]string, 0, len(c.Classes))
 	for k := range c.Classes {
@@ -225,7 +250,7 @@ func (c *Controller[P]) Validate() error {
 	if c.ClusterName == "" {
 		errs = append(errs, field.Required(root.Child("clusterName"), ""))
 	}
-	return aggregate("invalid configuration", errs)
+	return errs
 }
 
 // ProvidersInUse names the providers the classes and the class-less setting refer to.

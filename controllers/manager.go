@@ -68,7 +68,7 @@ func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], re
 		return nil, err
 	}
 
-	ownership := service.Ownership{Classes: cfg.Classes, Classless: cfg.ClasslessProvider}
+	ownership := service.Ownership{Instance: cfg.InstanceName(), Classes: cfg.Classes, Classless: cfg.ClasslessProvider}
 	provs, err := buildProviders(ctx, cfg, providers.Env{
 		ClusterName: cfg.ClusterName,
 		Logger:      logger.WithName("provider"),

@@ -1,7 +1,9 @@
 // Command portico-controller reconciles Services of type LoadBalancer through Portico's
 // providers. main only wires the provider registry into the configuration, turns flags into a
 // validated config and runs the manager; `portico-controller migrate metallb` converts MetalLB's
-// configuration (package migrate/metallb).
+// configuration (package migrate/metallb); `portico-controller orphans` lists, and with --delete
+// deletes, the load balancers of Services the instance holds but no longer serves
+// (controllers.Orphans).
 package main
 
 import (
@@ -18,9 +20,15 @@ import (
 const name = "portico-controller"
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "migrate" {
-		migrate(os.Args[2:])
-		return
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "migrate":
+			migrate(os.Args[2:])
+			return
+		case "orphans":
+			orphans(os.Args[2:])
+			return
+		}
 	}
 	cfg := config.DefaultController(registry.NewConfigs())
 	cli := config.NewCLI(name)

@@ -18,74 +18,14 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/controllers/servicemodel"
 	"github.com/portico-lb/portico/providers"
 	"github.com/portico-lb/portico/servicerules"
 )
-
-// Finalizer holds a Service with a loadBalancerClass until its load balancer is gone.
-const Finalizer = "portico-lb.io/load-balancer-cleanup"
-
-// StockFinalizer is the upstream service controller's finalizer. When the controller owns
-// class-less Services it is their load-balancer controller in place of the upstream one, so it
-// uses this finalizer for them, as cloud-provider does: a cluster moving from the upstream
-// controller keeps the finalizer its Services carry (it is adopted, and removed after the load
-// balancer is deleted, instead of holding a deletion forever), and tools and tests that wait for
-// it see it. For Services with a class, and when the controller does not own class-less
-// Services, this finalizer belongs to another controller and is never touched.
-const StockFinalizer = "service.kubernetes.io/load-balancer-cleanup"
-
-// finalizerFor is the finalizer the controller puts on svc when it owns it.
-func (o Ownership) finalizerFor(svc *corev1.Service) string {
-	if svc.Spec.LoadBalancerClass == nil && o.Classless != "" {
-		return StockFinalizer
-	}
-	return Finalizer
-}
-
-// holdsFinalizer tells whether svc carries a finalizer of this controller: its own, or the
-// stock one on a class-less Service when it owns class-less Services.
-func (o Ownership) holdsFinalizer(svc *corev1.Service) bool {
-	return controllerutil.ContainsFinalizer(svc, Finalizer) ||
-		(svc.Spec.LoadBalancerClass == nil && o.Classless != "" && controllerutil.ContainsFinalizer(svc, StockFinalizer))
-}
-
-// setFinalizer makes svc carry the controller's finalizer for it; a class-less Service from
-// before StockFinalizer was used for them trades Finalizer for it. It reports whether anything
-// changed.
-func (o Ownership) setFinalizer(svc *corev1.Service) bool {
-	want := o.finalizerFor(svc)
-	changed := controllerutil.AddFinalizer(svc, want)
-	if want == StockFinalizer {
-		changed = controllerutil.RemoveFinalizer(svc, Finalizer) || changed
-	}
-	return changed
-}
-
-// Ownership decides which Services the controller owns and which provider serves each.
-type Ownership struct {
-	// Classes maps a loadBalancerClass to a provider name.
-	Classes map[string]string
-	// Classless, if set, is the provider for Services without a class.
-	Classless string
-}
-
-// ProviderFor returns the provider name for svc, or false when svc is not a LoadBalancer
-// Service this controller owns.
-func (o Ownership) ProviderFor(svc *corev1.Service) (string, bool) {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return "", false
-	}
-	if svc.Spec.LoadBalancerClass == nil {
-		return o.Classless, o.Classless != ""
-	}
-	p, ok := o.Classes[*svc.Spec.LoadBalancerClass]
-	return p, ok
-}
 
 // Options configure the Reconciler.
 type Options struct {
@@ -122,6 +62,9 @@ type applied struct {
 
 // NewReconciler returns a Reconciler; it checks that every owned class has its provider.
 func NewReconciler(c client.Client, opts Options) (*Reconciler, error) {
+	if opts.Ownership.Instance == "" {
+		return nil, errors.New("the instance name recorded on Services is empty")
+	}
 	names := []string{opts.Ownership.Classless}
 	for _, p := range opts.Ownership.Classes {
 		names = append(names, p)
@@ -147,18 +90,45 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	providerName, owned := r.opts.Ownership.ProviderFor(svc)
-	if !owned || svc.DeletionTimestamp != nil {
-		if r.opts.Ownership.holdsFinalizer(svc) {
+	providerName, served := r.opts.Ownership.ProviderFor(svc)
+	gone := svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer
+	switch r.opts.Ownership.holder(svc) {
+	case heldByOther, heldUnclaimed:
+		// Another instance's: never touched, even when this one serves the class too.
+		log.FromContext(ctx).V(1).Info("service held by another instance", "owner", svc.Annotations[annotations.Owner])
+		return ctrl.Result{}, nil
+	case heldByMe:
+		// Only the Service's deletion or its type leaving LoadBalancer deletes the load
+		// balancer; a class this instance no longer serves keeps it.
+		if gone {
 			return ctrl.Result{}, r.cleanup(ctx, svc, providerName)
 		}
-		return ctrl.Result{}, nil
+		if !served {
+			return r.notServed(ctx, svc)
+		}
+	case heldByNone:
+		if gone || !served {
+			return ctrl.Result{}, nil
+		}
 	}
-	return r.ensure(ctx, svc, r.opts.Providers[providerName])
+	return r.ensure(ctx, svc, providerName)
 }
 
-func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p providers.Provider) (ctrl.Result, error) {
+// notServed reports a Service this instance holds but does not serve; its load balancer and
+// status stay as they are.
+func (r *Reconciler) notServed(ctx context.Context, svc *corev1.Service) (ctrl.Result, error) {
+	r.forget(client.ObjectKeyFromObject(svc))
+	msg := r.opts.Ownership.notServedMessage(svc)
+	changed, err := r.reportNotReady(ctx, svc, ReasonClassNotServed, msg)
+	if changed {
+		r.event(svc, corev1.EventTypeWarning, EventClassNotServed, eventActionEnsure, msg)
+	}
+	return ctrl.Result{}, err
+}
+
+func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, providerName string) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
+	p := r.opts.Providers[providerName]
 	key := client.ObjectKeyFromObject(svc)
 
 	// Observe.
@@ -185,8 +155,8 @@ func (r *Reconciler) ensure(ctx context.Context, svc *corev1.Service, p provider
 		return ctrl.Result{}, err
 	}
 
-	// The finalizer goes on before any provider call.
-	if orig := svc.DeepCopy(); r.opts.Ownership.setFinalizer(svc) {
+	// The finalizer and the holder record go on before any provider call.
+	if orig := svc.DeepCopy(); r.opts.Ownership.claim(svc, providerName) {
 		if err := r.client.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
 		}
@@ -276,11 +246,17 @@ func invalidMessage(svc *corev1.Service, msg string) string {
 	return "The Service is invalid: " + msg
 }
 
-// cleanup deletes the load balancer, clears the status and removes the finalizer. When the
-// provider is unknown (the class is no longer owned) every configured provider is asked; Delete
-// of what does not exist succeeds by contract.
+// cleanup deletes the load balancer through the provider that made it, clears the status and
+// removes the finalizer and the holder record. The provider is the one recorded on the Service,
+// else the one serving it; when neither is known (a Service from before providers were recorded,
+// whose type change wiped its class) every configured provider is asked: Delete of what does not
+// exist succeeds by contract. A recorded provider this instance does not run is a terminal
+// error: the finalizer stays until it runs it again or `orphans --delete` runs with it.
 func (r *Reconciler) cleanup(ctx context.Context, svc *corev1.Service, providerName string) error {
 	ref := providers.Ref{Namespace: svc.Namespace, Name: svc.Name, UID: string(svc.UID)}
+	if _, recorded := annotations.OwnerOf(svc.Annotations); recorded != "" {
+		providerName = recorded
+	}
 	targets := []string{providerName}
 	if providerName == "" {
 		targets = targets[:0]
@@ -288,6 +264,10 @@ func (r *Reconciler) cleanup(ctx context.Context, svc *corev1.Service, providerN
 			targets = append(targets, name)
 		}
 		sort.Strings(targets)
+	} else if r.opts.Providers[providerName] == nil {
+		msg := fmt.Sprintf("Error deleting load balancer: provider %s, which made it, is not configured in instance %s", providerName, r.opts.Ownership.Instance)
+		r.event(svc, corev1.EventTypeWarning, EventDeleteFailed, eventActionDelete, msg)
+		return reconcile.TerminalError(errors.New(msg))
 	}
 	r.event(svc, corev1.EventTypeNormal, EventDeleting, eventActionDelete, "Deleting load balancer")
 	for _, name := range targets {
@@ -307,10 +287,7 @@ func (r *Reconciler) cleanup(ctx context.Context, svc *corev1.Service, providerN
 		}
 	}
 	orig = svc.DeepCopy()
-	controllerutil.RemoveFinalizer(svc, Finalizer)
-	if svc.Spec.LoadBalancerClass == nil && r.opts.Ownership.Classless != "" {
-		controllerutil.RemoveFinalizer(svc, StockFinalizer)
-	}
+	r.opts.Ownership.release(svc)
 	if err := r.client.Patch(ctx, svc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removing finalizer: %w", err)
 	}

@@ -1,7 +1,6 @@
 package service
 
 import (
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,44 +33,6 @@ func TestOwnership(t *testing.T) {
 		if p != c.want || ok != c.ok {
 			t.Errorf("case %d: got %q,%v want %q,%v", i, p, ok, c.want, c.ok)
 		}
-	}
-}
-
-// TestFinalizers: which finalizer the controller puts on a Service, which it trades away, and
-// which it counts as its own (and so removes on cleanup).
-func TestFinalizers(t *testing.T) {
-	classed, classless := ptr.To("portico-lb.io/x"), (*string)(nil)
-	owns := Ownership{Classes: map[string]string{"portico-lb.io/x": "ref"}, Classless: "ref"}
-	classedOnly := Ownership{Classes: map[string]string{"portico-lb.io/x": "ref"}}
-	for _, tc := range []struct {
-		name   string
-		o      Ownership
-		class  *string
-		before []string
-		after  []string // after setFinalizer
-		holds  bool     // holdsFinalizer before
-	}{
-		{"classed, fresh", owns, classed, nil, []string{Finalizer}, false},
-		{"classed keeps a stock finalizer it does not own", owns, classed, []string{StockFinalizer}, []string{StockFinalizer, Finalizer}, false},
-		{"class-less, fresh", owns, classless, nil, []string{StockFinalizer}, false},
-		{"class-less from the stock controller", owns, classless, []string{StockFinalizer}, []string{StockFinalizer}, true},
-		{"class-less from an older Portico", owns, classless, []string{Finalizer}, []string{StockFinalizer}, true},
-	} {
-		svc := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: tc.class}}
-		svc.Finalizers = append([]string(nil), tc.before...)
-		if got := tc.o.holdsFinalizer(svc); got != tc.holds {
-			t.Errorf("%s: holdsFinalizer = %v, want %v", tc.name, got, tc.holds)
-		}
-		tc.o.setFinalizer(svc)
-		if !slices.Equal(svc.Finalizers, tc.after) {
-			t.Errorf("%s: finalizers %v, want %v", tc.name, svc.Finalizers, tc.after)
-		}
-	}
-	// Not owning class-less Services, the stock finalizer on one is another controller's.
-	svc := &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
-	svc.Finalizers = []string{StockFinalizer}
-	if classedOnly.holdsFinalizer(svc) {
-		t.Error("a controller owning no class-less Services counts the stock finalizer as its own")
 	}
 }
 

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"time"
 
@@ -17,15 +18,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/portico-lb/portico/annotations"
 	"github.com/portico-lb/portico/servicerules"
 )
 
 // ControllerName labels the controller's metrics and logs.
 const ControllerName = "portico-service"
 
-// SetupWithManager registers the reconciler: Services it owns (or still holds a finalizer on)
-// are reconciled on change; a Node change that can alter any load balancer's backend set
-// enqueues every owned Service, and the reconcile calls the provider only for those whose
+// SetupWithManager registers the reconciler: Services it serves (or holds) are reconciled on
+// change; a Node change that can alter any load balancer's backend set enqueues every Service it
+// serves and no other instance holds, and the reconcile calls the provider only for those whose
 // model actually changed.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	relevant := predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -33,8 +35,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		if !ok {
 			return false
 		}
-		_, owned := r.opts.Ownership.ProviderFor(svc)
-		return owned || r.opts.Ownership.holdsFinalizer(svc)
+		_, served := r.opts.Ownership.ProviderFor(svc)
+		return served || r.opts.Ownership.holder(svc) == heldByMe
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -60,15 +62,17 @@ func (r *Reconciler) ownedServices(ctx context.Context, _ client.Object) []recon
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if _, owned := r.opts.Ownership.ProviderFor(&list.Items[i]); owned {
+		svc := &list.Items[i]
+		if _, served := r.opts.Ownership.ProviderFor(svc); served && r.opts.Ownership.holder(svc) <= heldByMe {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
 	return reqs
 }
 
-// ignoreStatusOnly drops Service updates that changed nothing but status or finalizers (our own
-// writes): reacting to them would re-run a reconcile that asked for a delayed retry.
+// ignoreStatusOnly drops Service updates that changed nothing but status, finalizers or the
+// holder record (our own writes): reacting to them would re-run a reconcile that asked for a
+// delayed retry.
 type ignoreStatusOnly struct{ predicate.Funcs }
 
 func (ignoreStatusOnly) Create(event.CreateEvent) bool   { return true }
@@ -81,7 +85,7 @@ func (ignoreStatusOnly) Update(e event.UpdateEvent) bool {
 	}
 	// Services do not bump metadata.generation on spec changes: compare the spec itself.
 	return !reflect.DeepEqual(o.Spec, n.Spec) ||
-		!reflect.DeepEqual(o.Annotations, n.Annotations) ||
+		!reflect.DeepEqual(withoutHolder(o.Annotations), withoutHolder(n.Annotations)) ||
 		!reflect.DeepEqual(o.DeletionTimestamp, n.DeletionTimestamp) ||
 		// A status.loadBalancer edited by someone else is put back.
 		!reflect.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
@@ -104,4 +108,18 @@ func (nodeChange) Update(e event.UpdateEvent) bool {
 		!reflect.DeepEqual(o.Labels, n.Labels) ||
 		o.Spec.ProviderID != n.Spec.ProviderID ||
 		!reflect.DeepEqual(servicerules.NodeAddresses(o), servicerules.NodeAddresses(n))
+}
+
+// withoutHolder is a Service's annotations without the holder record the controller writes.
+func withoutHolder(a map[string]string) map[string]string {
+	if len(a) == 0 {
+		return nil
+	}
+	out := maps.Clone(a)
+	delete(out, annotations.Owner)
+	delete(out, annotations.Provider)
+	if len(out) == 0 {
+		return nil // as the API server returns an empty map
+	}
+	return out
 }

@@ -19,6 +19,9 @@ const (
 	ReasonInvalidSpec   = "InvalidSpec"
 	ReasonProviderError = "ProviderError"
 	ReasonPending       = "Pending"
+	// ReasonClassNotServed: the instance holding the Service does not serve its class any
+	// more; the load balancer is kept (Ownership).
+	ReasonClassNotServed = "ClassNotServed"
 )
 
 // Event reasons (the upstream service controller's, plus InvalidSpec).
@@ -31,6 +34,8 @@ const (
 	EventDeleteFailed = "DeleteLoadBalancerFailed"
 	EventNoNodes      = "UnAvailableLoadBalancer"
 	EventInvalidSpec  = "InvalidSpec"
+	// EventClassNotServed: as ReasonClassNotServed.
+	EventClassNotServed = "ClassNotServed"
 	// EventSettingIgnored: the provider accepted the Service but ignores a setting (e.g. an
 	// annotation that does not apply to the chosen kind of load balancer).
 	EventSettingIgnored  = "SettingIgnored"

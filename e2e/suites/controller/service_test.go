@@ -438,23 +438,24 @@ func countNodes(lb *providers.LoadBalancer, names []string) int {
 	return n
 }
 
-func TestLosingOwnershipCleansUp(t *testing.T) {
+// TestLosingClassKeepsLoadBalancer: the same controller restarted without the Service's class
+// (and the same provider behind it) keeps the load balancer, the finalizer and the address, and
+// says why with the condition (issue 31 item 1; e2e/suites/operations has the day-two cases).
+func TestLosingClassKeepsLoadBalancer(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.create(e.lbService("web"))
-	e.waitIngress("web")
+	was := e.waitIngress("web")
 	e.shutdown()
 
-	// The same controller restarted without the class (and the same provider behind it) lets
-	// go of the Service: the load balancer is deleted, status and finalizer removed.
 	ownClass := e.class
 	e.class = ownClass + "-other"
 	e.start(envOptions{})
-	e.eventually("finalizer and status removed", func() (bool, error) {
-		s := e.get("web")
-		return !hasFinalizer(s) && len(s.Status.LoadBalancer.Ingress) == 0, nil
-	})
-	if refs := e.prov.Refs(); len(refs) != 0 {
-		t.Errorf("provider still holds %v", refs)
+	s := e.waitCondition("web", metav1.ConditionFalse, service.ReasonClassNotServed)
+	if !hasFinalizer(s) || len(s.Status.LoadBalancer.Ingress) == 0 || s.Status.LoadBalancer.Ingress[0].IP != was.Status.LoadBalancer.Ingress[0].IP {
+		t.Errorf("finalizers %v, ingress %v; want both kept", s.Finalizers, s.Status.LoadBalancer.Ingress)
+	}
+	if n := e.prov.Calls()[reference.OpDelete]; n != 0 || len(e.prov.Refs()) != 1 {
+		t.Errorf("provider: %d Delete calls, holds %v", n, e.prov.Refs())
 	}
 }
 

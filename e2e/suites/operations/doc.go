@@ -8,6 +8,21 @@
 //
 //	| fault                                              | expected outcome                                   | test |
 //	|----------------------------------------------------|----------------------------------------------------|------|
+//	| [1] controller restarted with a class removed from  | the Service keeps its load balancer (no provider   | TestOwnersConfigEditKeepsLoadBalancer |
+//	|     its configuration                              | Delete), address and finalizer; condition and      |      |
+//	|                                                    | Warning Event ClassNotServed name the class, the   |      |
+//	|                                                    | instance and what it serves; re-adding resumes it  |      |
+//	| [1] the same edit, AWS provider (moto), an NLB      | the NLB stays in AWS under the same DNS name,      | TestOwnersConfigEditKeepsNLB |
+//	|                                                    | which the Service still reports                    |      |
+//	| [1] two installations with different classes; one  | each provisions and holds its own Services; the    | TestOwnersTwoInstances |
+//	|     reconfigured (class removed, the other's added),| other's keep finalizer, holder, status, no Delete; |      |
+//	|     the other restarted                            | a pre-upgrade Service is adopted by its class's    |      |
+//	|                                                    | installation; a stock-finalizer Service untouched  |      |
+//	| [1] `portico-controller orphans`, then `--delete`   | lists the Services the instance holds and does not | TestOwnersOrphansCommand |
+//	|                                                    | serve, deletes nothing; --delete deletes only      |      |
+//	|                                                    | those (never another's or an unrecorded one)       |      |
+//	| [1] Service deleted or changed to ClusterIP, served | load balancer deleted (4 Delete calls), finalizer, | TestOwnersDeleteAndTypeChangeStillDelete |
+//	|     or held with its class removed                 | holder and status removed                          |      |
 //	| [4] a pool address already in the status of a      | a Portico Service gets another address; asking for | TestPoolsForeignAddressReserved |
 //	|     Service of another class, or of none (another  |     the held one is refused (InvalidSpec naming    |      |
 //	|     implementation, a second allocator, anyone     |     the holder); the chart refuses two bare-metal  |      |
