@@ -8,6 +8,8 @@
 //
 //	| fault                                              | expected outcome                                   | test |
 //	|----------------------------------------------------|----------------------------------------------------|------|
+//	| [11] the same packet probes sent through portico-agent and through kube-proxy v1.36.3, per proxy mode (source ranges, traffic policies without local endpoints, no endpoints, NodePorts, externalIPs) | each mode answers every probe as kube-proxy's mode of the same name: served (source kept or not), refused, dropped | e2e/suites/dataplane TestProbesMatchKubeProxy (iptables, nftables) |
+//	| [12] every kind of Service (traffic policies, affinity, source ranges, NodePort, LoadBalancer, externalIPs, healthCheckNodePort) created, changed and deleted | every partial sync commits: no failed transaction, no full sync in its place (portico_agent_sync_proxy_rules_full_fallbacks_total stays put) | e2e/suites/dataplane TestServiceChurnWithoutFullSyncFallback (both modes); nodeproxy/nftables TestPartialSyncsOfEveryKind |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
