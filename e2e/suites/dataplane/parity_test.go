@@ -27,7 +27,10 @@ var kubeProxyNode = map[string]int{modeIPTables: 2, modeNFTables: 6}
 // dropped (no answer). Each node is the first hop of its probes (the client routes the
 // addresses to it); the endpoints are pods on other nodes, and for the local cases on the
 // probed node itself. What a node forwards without DNAT reaches the lab's router, which answers
-// "unreachable" for these addresses. On 3e563f2 the agent's iptables mode rejected what kube-proxy's drops.
+// "unreachable" for these addresses. On 3e563f2 the agent's iptables mode let a client inside
+// loadBalancerSourceRanges through to an externalTrafficPolicy: Local LB IP without a local
+// endpoint (the source range's RETURN skipped the drop), which the router then refused;
+// kube-proxy's iptables mode drops it. The nftables mode answered all 16 probes as kube-proxy's.
 func TestProbesMatchKubeProxy(t *testing.T) { forModes(t, testProbesMatchKubeProxy) }
 
 func testProbesMatchKubeProxy(t *testing.T) {
@@ -37,8 +40,10 @@ func testProbesMatchKubeProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// kube-proxy takes one cluster CIDR per family, and the lab has one per node: it tells
+	// pods by the Node's podCIDRs instead (the probes' pods are on the probed nodes).
 	proc, err := kp.Start(bins.KubeProxy, "--kubeconfig="+shared.kubecfg, "--hostname-override="+kp.Name,
-		"--proxy-mode="+e.mode, "--cluster-cidr="+clusterCIDRs(),
+		"--proxy-mode="+e.mode, "--detect-local-mode=NodeCIDR",
 		"--metrics-bind-address=0.0.0.0:10249", "--healthz-bind-address=0.0.0.0:10256",
 		"--iptables-min-sync-period=100ms", "--conntrack-max-per-core=0", "--v=1")
 	if err != nil {
@@ -91,6 +96,7 @@ func testProbesMatchKubeProxy(t *testing.T) {
 	lb("has-local", "local", "198.18.128.54", local)
 	empty := lb("empty", "nobody", "198.18.128.55")
 	lb("ranges-local", "local", "198.18.128.56", local, inRange)
+	lb("ranges-no-local", "remote", "198.18.128.57", local, inRange)
 	ext := netip.MustParseAddr("198.18.130.51")
 	e.service("external-ip", "remote", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{ext.String()} })
 	itp := e.service("itp-no-local", "remote", itpLocal)
@@ -131,6 +137,8 @@ func testProbesMatchKubeProxy(t *testing.T) {
 		{"LB IP, client outside loadBalancerSourceRanges", client2, vip("ranges"), vips["ranges"]},
 		{"LB IP, client outside loadBalancerSourceRanges, Local with a local endpoint", client2, vip("ranges-local"), vips["ranges-local"]},
 		{"LB IP, externalTrafficPolicy Local, no local endpoint", client, vip("no-local"), vips["no-local"]},
+		{"LB IP, client inside loadBalancerSourceRanges, Local, no local endpoint", client, vip("ranges-no-local"), vips["ranges-no-local"]},
+		{"LB IP, client outside loadBalancerSourceRanges, Local, no local endpoint", client2, vip("ranges-no-local"), vips["ranges-no-local"]},
 		{"NodePort, externalTrafficPolicy Local, no local endpoint", client, nodePort(noLocal), netip.Addr{}},
 		{"LB IP, externalTrafficPolicy Local, local endpoint", client, vip("has-local"), vips["has-local"]},
 		{"LB IP, no endpoints", client, vip("empty"), vips["empty"]},
