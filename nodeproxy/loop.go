@@ -124,6 +124,7 @@ func (l *syncLoop) processNext(ctx context.Context) bool {
 	}
 	if err := l.sync(ctx); err != nil {
 		l.log.Error(err, "Sync failed; retrying with a full sync")
+		l.metrics.fullFallbacks.Inc()
 		l.fullPending.Store(true)
 		l.queue.AddRateLimited(key)
 		return true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -138,6 +139,9 @@ func TestSyncLoopRestoreFailure(t *testing.T) {
 	}
 	if !f.loop.fullPending.Load() {
 		t.Error("a failed sync did not ask for a full sync")
+	}
+	if n := testutil.ToFloat64(f.loop.metrics.fullFallbacks); n != 1 {
+		t.Errorf("sync_proxy_rules_full_fallbacks_total = %v after one failed sync, want 1", n)
 	}
 	if len(f.rec.states) != 2 {
 		t.Errorf("the other consumers were not run on the failed sync: %d syncs recorded", len(f.rec.states))

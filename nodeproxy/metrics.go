@@ -13,6 +13,9 @@ const metricsPrefix = "portico_agent_"
 type loopMetrics struct {
 	syncDuration, fullDuration, partialDuration prometheus.Histogram
 	lastSync, lastQueued                        prometheus.Gauge
+	// fullFallbacks counts the failed syncs, each answered by a full sync (not kube-proxy's:
+	// its per-mode failure counters, which the modes keep too, are the nearest).
+	fullFallbacks prometheus.Counter
 }
 
 func newLoopMetrics(reg prometheus.Registerer) *loopMetrics {
@@ -28,9 +31,12 @@ func newLoopMetrics(reg prometheus.Registerer) *loopMetrics {
 			Name: metricsPrefix + "sync_proxy_rules_last_timestamp_seconds", Help: "Unix time of the last successful sync."}),
 		lastQueued: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: metricsPrefix + "sync_proxy_rules_last_queued_timestamp_seconds", Help: "Unix time of the last change queued for a sync."}),
+		fullFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricsPrefix + "sync_proxy_rules_full_fallbacks_total",
+			Help: "Failed syncs (a refused nftables transaction or iptables-restore, an error of any consumer), each followed by a full sync in its place."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.syncDuration, m.fullDuration, m.partialDuration, m.lastSync, m.lastQueued)
+		reg.MustRegister(m.syncDuration, m.fullDuration, m.partialDuration, m.lastSync, m.lastQueued, m.fullFallbacks)
 	}
 	return m
 }

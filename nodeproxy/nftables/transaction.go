@@ -127,7 +127,8 @@ func (tx *transaction) table() *nftables.Table {
 }
 
 // commitPartial builds on c the recorded differences: element deletions, chain (re)writes,
-// element additions, then the chains no longer used (conns.send sends them).
+// element additions, then the chains no longer used, all flushed before any is deleted
+// (conns.send sends them).
 func (tx *transaction) commitPartial(c *nftables.Conn) error {
 	if tx.empty() {
 		return nil
@@ -176,10 +177,17 @@ func (tx *transaction) commitPartial(c *nftables.Conn) error {
 			return err
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(tx.deletes)) {
-		ch := &nftables.Chain{Name: name, Table: t}
-		c.FlushChain(ch)
-		c.DelChain(ch)
+	// The chains no longer used: every one of them is flushed before any is deleted. A chain
+	// still jumped to cannot be deleted (EBUSY), and deleted chains jump to each other (an
+	// externalTrafficPolicy: Local port's ext- chain to its clu- chain, which sorts first): the
+	// kernel releases a jump's reference when its rule goes, so once all their rules went (and
+	// the map elements pointing at them, deleted first above) nothing refers to them.
+	gone := slices.Sorted(maps.Keys(tx.deletes))
+	for _, name := range gone {
+		c.FlushChain(&nftables.Chain{Name: name, Table: t})
+	}
+	for _, name := range gone {
+		c.DelChain(&nftables.Chain{Name: name, Table: t})
 		tx.objects++
 	}
 	for _, set := range slices.Sorted(maps.Keys(before)) {

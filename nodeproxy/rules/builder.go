@@ -50,9 +50,12 @@ type Builder struct {
 type portRules struct {
 	// nat holds the port's rules in shared nat chains (SVC buckets, NP buckets), in order.
 	nat []fragment
-	// filterFirst (source-range accepts and drops) go before every other filter rule; filter
-	// holds the rejects, drops and accepts of the port.
-	filterFirst, filter []string
+	// filter holds the rejects and drops of the port, sourceRanges its source-range returns
+	// and drops, accepts its health-check accept. Every port's rejects and drops come first:
+	// a source range's RETURN leaves the chain, and must not skip the drop of an
+	// externalTrafficPolicy: Local port without a local endpoint (kube-proxy drops such
+	// traffic whatever its source). Then every port's source ranges, before any accept.
+	filter, sourceRanges, accepts []string
 	// chains are the port's own nat chains (externalTrafficPolicy: Local only).
 	chains map[string][]string
 	// hairpin are the local endpoint IPs, which need masquerading when they reach themselves.
@@ -176,15 +179,16 @@ func (b *Builder) Ruleset() *Ruleset {
 	for c, rules := range b.shared {
 		nat[c] = rules
 	}
-	var filterFirst, filterRest []string
+	var drops, ranges, accepts []string
 	hairpin := map[netip.Addr]bool{}
 	for _, k := range keys {
 		p := b.ports[k]
 		for name, rules := range p.chains {
 			nat[name] = rules
 		}
-		filterFirst = append(filterFirst, p.filterFirst...)
-		filterRest = append(filterRest, p.filter...)
+		drops = append(drops, p.filter...)
+		ranges = append(ranges, p.sourceRanges...)
+		accepts = append(accepts, p.accepts...)
 		for _, ip := range p.hairpin {
 			hairpin[ip] = true
 		}
@@ -205,7 +209,7 @@ func (b *Builder) Ruleset() *Ruleset {
 		nat[ChainMarkOffCluster] = b.markOffCluster()
 	}
 
-	filter[ChainServices] = append(filterFirst, filterRest...)
+	filter[ChainServices] = slices.Concat(drops, ranges, accepts)
 	filter[ChainForward] = []string{
 		// One jump from FORWARD keeps the order fixed: the checks of new connections first,
 		// then the accepts.
@@ -338,7 +342,7 @@ func (b *Builder) render(sp *ServicePort) *portRules {
 	}
 	b.renderExternal(r, externals)
 	if sp.ExternalLocal && sp.HealthCheckNodePort != 0 {
-		r.out.filter = append(r.out.filter, fmt.Sprintf("-p tcp -m addrtype --dst-type LOCAL -m tcp --dport %d -j ACCEPT", sp.HealthCheckNodePort))
+		r.out.accepts = append(r.out.accepts, fmt.Sprintf("-p tcp -m addrtype --dst-type LOCAL -m tcp --dport %d -j ACCEPT", sp.HealthCheckNodePort))
 	}
 	return r.out
 }
@@ -442,7 +446,7 @@ func (b *Builder) renderExternal(r *portRender, externals []external) {
 			r.out.nat = append(r.out.nat, fragment{x.chain, rules})
 		}
 		if x.lbIP.IsValid() && (len(sp.SourceRanges) > 0 || sp.SourceRangesInvalid) {
-			r.out.filterFirst = append(r.out.filterFirst, b.sourceRanges(sp, x.lbIP)...)
+			r.out.sourceRanges = append(r.out.sourceRanges, b.sourceRanges(sp, x.lbIP)...)
 		}
 	}
 }

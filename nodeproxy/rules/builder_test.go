@@ -295,3 +295,21 @@ func TestInvalidSourceRangesDenyEveryone(t *testing.T) {
 		t.Errorf("filter rules %q, want only %q", filter, want)
 	}
 }
+
+// TestSourceRangesDoNotSkipTheNoLocalDrop (issue 31 item 11): an allowed source's RETURN leaves
+// filter PTC-SERVICES, so it comes after the drop of an externalTrafficPolicy: Local port
+// without a local endpoint; before it, an allowed client's packet to the LB IP was not dropped
+// but forwarded on undelivered (kube-proxy's iptables mode drops it whatever the source).
+func TestSourceRangesDoNotSkipTheNoLocalDrop(t *testing.T) {
+	sp := &ServicePort{Namespace: "ns", Name: "lb", PortName: "p", Protocol: "tcp", ClusterIP: ip("198.18.0.51"), Port: 80, NodePort: 30051,
+		LoadBalancerIPs: []netip.Addr{ip("198.18.128.51")}, SourceRanges: []netip.Prefix{pfx("198.19.0.0/24")}, ExternalLocal: true,
+		HealthCheckNodePort: 30001, Endpoints: []Endpoint{ep("198.19.2.9", 8080, false)}}
+	filter := build(cfg4(), []*ServicePort{sp}).Ruleset().Tables[TableFilter][ChainServices]
+	drop := slices.Index(filter, "-d 198.18.128.51/32 -p tcp -m tcp --dport 80 -j DROP")
+	ret := slices.Index(filter, "-s 198.19.0.0/24 -p tcp -m conntrack --ctorigdst 198.18.128.51 --ctorigdstport 80 -j RETURN")
+	accept := slices.Index(filter, "-p tcp -m addrtype --dst-type LOCAL -m tcp --dport 30001 -j ACCEPT")
+	if drop < 0 || ret < 0 || accept < 0 || !(drop < ret && ret < accept) {
+		t.Errorf("filter PTC-SERVICES %q: want the no-local-endpoint DROP (at %d) before the source range's RETURN (at %d), before the health check's ACCEPT (at %d)",
+			filter, drop, ret, accept)
+	}
+}

@@ -52,7 +52,9 @@
 //     traffic of internalTrafficPolicy: Local ports without local endpoints, accepts the
 //     health-check node ports, and enforces loadBalancerSourceRanges: it runs after DNAT, so it
 //     matches the original LB IP and port through conntrack (--ctorigdst, --ctorigdstport) and
-//     RETURNs for allowed sources before a DROP. PTC-FORWARD then accepts marked packets and
+//     RETURNs for allowed sources before a DROP. The order is every port's rejects and drops,
+//     then the source ranges, then the accepts: an allowed source's RETURN leaves the chain, so
+//     it must not come before the drop of a Local port without a local endpoint. PTC-FORWARD then accepts marked packets and
 //     established connections, so NodePort traffic passes a DROP forward policy.
 //   - Endpoints: ready ones; when none is ready, serving-and-terminating ones (separately for
 //     the cluster-wide and the local set). The cluster-wide set follows topology hints as

@@ -10,7 +10,9 @@
 // controller would, then check what clients and pods see: ClusterIP, NodePort and LoadBalancer
 // IP traffic, traffic policies, source ranges (from the spec and from the annotation, and that
 // invalid ranges are never half-applied), session affinity, SCTP, IPv6, health checks,
-// /healthz, drift repair, restarts and --cleanup.
+// /healthz, drift repair, restarts and --cleanup; that every kind of Service is created, changed
+// and deleted without a failed sync; and that the same probes get the same answers through
+// portico-agent and through kube-proxy of the same mode (run on node3 or node7).
 //
 // It needs root, iptables and nft; it runs with `go test ./e2e/suites/dataplane/` (see harness_test.go).
 package dataplane

@@ -44,6 +44,8 @@
 //	|                                                    | one does not take warns                             |      |
 //	| [10] an Ensure refused half-way                    | the half-made NLB is converged by the next Ensure   | providers/aws (-tags moto): TestNLBFailedProvisioningDeletedMoto |
 //	|                                                    | and removed, with its groups, by Delete             |      |
+//	| [11] the same packet probes sent through portico-agent and through kube-proxy v1.36.3, per proxy mode (source ranges, traffic policies without local endpoints, no endpoints, NodePorts, externalIPs) | each mode answers every probe as kube-proxy's mode of the same name: served (source kept or not), refused, dropped | e2e/suites/dataplane TestProbesMatchKubeProxy (iptables, nftables) |
+//	| [12] every kind of Service (traffic policies, affinity, source ranges, NodePort, LoadBalancer, externalIPs, healthCheckNodePort) created, changed and deleted | every partial sync commits: no failed transaction, no full sync in its place (portico_agent_sync_proxy_rules_full_fallbacks_total stays put) | e2e/suites/dataplane TestServiceChurnWithoutFullSyncFallback (both modes); nodeproxy/nftables TestPartialSyncsOfEveryKind |
 //	| [13] a conformance run whose BeforeSuite fails, | the run is incomplete: the fast subset's test fails, | e2e/framework/conformance: TestIncomplete, TestNotApplicableL2; e2e/suites/conformance: TestPorticoPassesFastSelection |
 //	|      whose specs never run, or ginkgo fails alone; | make conformance exits non-zero, the table says so  |      |
 //	|      a spec that passes in L2 only by a VIP move   | (counts pinned: fast 21, full 66/17/87/16); the    |      |
