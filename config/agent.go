@@ -191,8 +191,12 @@ const DefaultBGPGracefulRestart = 30 * time.Second
 const maxBGPGracefulRestart = 4095 * time.Second
 
 // BindFlags registers the agent's flags on fs. Names portico-agent used before it took
-// kube-proxy's stay as deprecated aliases.
+// kube-proxy's stay as deprecated aliases. What they are given is recorded for Complete.
 func (c *Agent) BindFlags(fs *pflag.FlagSet) {
+	recordGiven(fs, func() { c.bindFlags(fs) })
+}
+
+func (c *Agent) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "AgentConfiguration file (apiVersion "+AgentConfigurationAPIVersion+"); flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster or $KUBECONFIG")
 	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's)")
