@@ -66,9 +66,10 @@ type Agent struct {
 	// excluded or being deleted) it closes its sessions without withdrawing, and routers that
 	// help keep the node's routes that long for the next agent. Zero: withdraw at every stop.
 	BGPGracefulRestart time.Duration
-	// DaemonSet, "namespace/name", is the DaemonSet that runs the agent. An agent stopped by a
-	// signal reads it: when it is gone, being deleted, or unreadable (Forbidden, Unauthorized:
-	// its RBAC or ServiceAccount deleted), the agent is being uninstalled, not restarted. It
+	// DaemonSet, "namespace/name", is the DaemonSet that runs the agent. The agent watches it
+	// while it runs and, stopped by a signal, reads it: when it is gone or being deleted (as
+	// read, or as last watched when the read fails), the agent is being uninstalled, not
+	// restarted; any other answer (Forbidden, Unauthorized, a timeout) is a restart. It
 	// then withdraws every announcement (BGP despite graceful restart), leaves membership
 	// without a restart hold and, with UninstallCleanup, removes its rules as Cleanup does.
 	// Empty: never checked, every stop is a restart (the rules stay).
@@ -219,7 +220,7 @@ func (c *Agent) bindFlags(fs *pflag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&c.BGPGracefulRestart, "bgp-graceful-restart", c.BGPGracefulRestart, "BGP graceful restart time offered to every peer (whole seconds up to 4095s): an agent stopping on a node that stays keeps its routes at the routers that long for the next agent; 0 withdraws them at every stop")
-	fs.StringVar(&c.DaemonSet, "daemonset", c.DaemonSet, `"namespace/name" of the agent's DaemonSet: an agent stopped by a signal while that DaemonSet is gone, being deleted or unreadable (an uninstall) withdraws its announcements, leaves membership and removes its rules (see --uninstall-cleanup); empty: never checked, the rules stay at every stop`)
+	fs.StringVar(&c.DaemonSet, "daemonset", c.DaemonSet, `"namespace/name" of the agent's DaemonSet: an agent stopped by a signal while that DaemonSet is gone or being deleted (an uninstall; as read at exit, or as watched while it ran when that read fails) withdraws its announcements, leaves membership and removes its rules (see --uninstall-cleanup); empty: never checked, the rules stay at every stop`)
 	fs.BoolVar(&c.UninstallCleanup, "uninstall-cleanup", c.UninstallCleanup, "with --daemonset: remove every chain and table the agent installed (as --cleanup) when it stops for an uninstall; false keeps the rules")
 	m := &c.Membership
 	fs.BoolVar(&m.Enabled, "membership", m.Enabled, "run the agents' membership (memberlist): node liveness for announcers and for leaving out endpoints on dead nodes")
