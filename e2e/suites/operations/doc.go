@@ -8,6 +8,11 @@
 //
 //	| fault                                              | expected outcome                                   | test |
 //	|----------------------------------------------------|----------------------------------------------------|------|
+//	| [2] SIGTERM, agent's Role deleted (read gets 403)  | restart: rules stay, decision and reason logged    | TestAgentExitDecision |
+//	| [2] SIGTERM, agent's token invalid (read gets 401) | restart: rules stay, decision and reason logged    | TestAgentExitDecision |
+//	| [2] SIGTERM, agent's DaemonSet deleted (NotFound)  | uninstall: agent's nftables table removed          | TestAgentExitDecision |
+//	| [2] helm uninstall order: DaemonSet, then RBAC, SA | uninstall (seen by the watch): table removed       | TestAgentExitDecision |
+//	| [3] any flag given with --config (file may set it) | the flag's value wins, the file's other keys stay  | config.TestEveryFlagOverConfigFile (unit) |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
