@@ -2,6 +2,7 @@ package nodeproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -222,7 +223,12 @@ func (a *agent) uninstallingAt(signalled bool, budget time.Duration) bool {
 			state, reason = s, "read: the DaemonSet is "+s.String()
 			return true, nil
 		}
-		lastErr = err
+		// Report the API server's answer (a 403, a 401) rather than a later try's
+		// client-side timeout or rate limit.
+		var status apierrors.APIStatus
+		if lastErr == nil || errors.As(err, &status) {
+			lastErr = err
+		}
 		if seen := a.daemonSetWatch.seen(); seen.uninstalled() {
 			state, reason = seen, "watched: the DaemonSet is "+seen.String()+" (reading it failed)"
 			return true, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/portico-lb/portico/config"
 )
@@ -221,5 +223,31 @@ func TestExitWithinGracePeriod(t *testing.T) {
 	}
 	if exitWorstCase+time.Second > grace {
 		t.Errorf("the agent may take %v to exit at an uninstall; the chart gives it %v", exitWorstCase, grace)
+	}
+}
+
+// TestUninstallingAtLogsTheAPIAnswer: the decision's line names the API server's refusal, not a
+// later try's client-side error (the rate limiter's, a deadline).
+func TestUninstallingAtLogsTheAPIAnswer(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{})
+	cfg := config.DefaultAgent()
+	cfg.DaemonSet = "kube-system/portico-agent"
+	a := &agent{cfg: cfg, log: log}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "daemonsets"}, "portico-agent", errors.New("no Role"))
+	calls := 0
+	a.readDaemonSet = func(context.Context) (daemonSetState, error) {
+		calls++
+		if calls == 1 {
+			return daemonSetUnknown, forbidden
+		}
+		return daemonSetUnknown, errors.New("client rate limiter Wait returned an error")
+	}
+	if a.uninstallingAt(true, time.Second) {
+		t.Fatal("uninstalling after a 403")
+	}
+	logged := strings.Join(lines, "\n")
+	if !strings.Contains(logged, `"decision"="restart"`) || !strings.Contains(logged, "forbidden") {
+		t.Errorf("the decision's line does not name the 403:\n%s", logged)
 	}
 }
