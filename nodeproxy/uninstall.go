@@ -39,10 +39,10 @@ import (
 // ServiceAccount is gone, and the DaemonSet's deletion normally reaches the agent well before
 // the garbage collector's deletion of the pod has reached its kubelet. At exit the agent reads the DaemonSet: found and
 // not being deleted is a restart, NotFound or being deleted an uninstall; when the read fails,
-// what the watch last saw decides: deleted or being deleted is an uninstall. Otherwise it tries
-// again until uninstallCheckBudget is spent (giving a late watch event time to arrive: a
-// restart while the agent's RBAC is broken takes those 6 s longer), and then stops as for a
-// restart: rules that stay are the safe side, and `portico-agent --cleanup`
+// what the watch last saw decides: deleted or being deleted is an uninstall. Otherwise it reads
+// again, backing off (0.25, 0.5, 1, 2 s apart), and looks at the watch every 0.25 s until
+// uninstallCheckBudget is spent (giving a late watch event time to arrive: a restart while the
+// agent's RBAC is broken takes those 6 s longer), and then stops as for a restart: rules that stay are the safe side, and `portico-agent --cleanup`
 // removes them by hand. The decision and its reason are logged ("Stopping", decision, reason).
 // The check runs on every node whose agent runs at the time, including nodes that joined after
 // the install.
@@ -214,7 +214,25 @@ func (a *agent) uninstallingAt(signalled bool, budget time.Duration) bool {
 	var reason string
 	var lastErr error
 	tries := 0
+	// Reads that fail are tried again further and further apart (a refused one is refused on
+	// every node at once: a recreated Role must not turn into every agent reading four times a
+	// second); the watch is looked at every uninstallCheckEvery meanwhile.
+	var nextRead time.Time
+	gap := uninstallCheckEvery
+	watched := func() bool {
+		if seen := a.daemonSetWatch.seen(); lastErr != nil && seen.uninstalled() {
+			state, reason = seen, "watched: the DaemonSet is "+seen.String()+" (reading it failed)"
+			return true
+		}
+		return false
+	}
 	err := wait.PollUntilContextCancel(ctx, uninstallCheckEvery, true, func(ctx context.Context) (bool, error) {
+		if watched() {
+			return true, nil
+		}
+		if time.Now().Before(nextRead) {
+			return false, nil
+		}
 		tries++
 		rctx, cancel := context.WithTimeout(ctx, uninstallCheckTimeout)
 		defer cancel()
@@ -229,11 +247,8 @@ func (a *agent) uninstallingAt(signalled bool, budget time.Duration) bool {
 		if lastErr == nil || errors.As(err, &status) {
 			lastErr = err
 		}
-		if seen := a.daemonSetWatch.seen(); seen.uninstalled() {
-			state, reason = seen, "watched: the DaemonSet is "+seen.String()+" (reading it failed)"
-			return true, nil
-		}
-		return false, nil
+		nextRead, gap = time.Now().Add(gap), 2*gap
+		return watched(), nil
 	})
 	log := a.log.WithValues("daemonSet", a.cfg.DaemonSet, "tries", tries)
 	if err != nil {

@@ -179,12 +179,15 @@ func TestUninstallingAt(t *testing.T) {
 					return tc.read, nil
 				}
 			}
-			a.uninstalling = a.uninstallingAt(tc.signalled, time.Second)
+			a.uninstalling = a.uninstallingAt(tc.signalled, 2*time.Second)
 			if a.uninstalling != tc.want {
 				t.Errorf("uninstalling %v, want %v", a.uninstalling, tc.want)
 			}
 			if tc.failFirst > 0 && tc.failFirst < always && calls != tc.failFirst+1 {
 				t.Errorf("%d reads, want %d: the failed ones tried again", calls, tc.failFirst+1)
+			}
+			if tc.failFirst == always && tc.watched == daemonSetUnknown && (calls < 3 || calls > 5) {
+				t.Errorf("%d reads refused in 2 s; want 3 to 5, backing off", calls)
 			}
 			if !tc.signalled && calls > 0 {
 				t.Error("an agent failing on its own read its DaemonSet")
