@@ -74,9 +74,10 @@ type Agent struct {
 	// excluded or being deleted) it closes its sessions without withdrawing, and routers that
 	// help keep the node's routes that long for the next agent. Zero: withdraw at every stop.
 	BGPGracefulRestart time.Duration
-	// DaemonSet, "namespace/name", is the DaemonSet that runs the agent. An agent stopped by a
-	// signal reads it: when it is gone, being deleted, or unreadable (Forbidden, Unauthorized:
-	// its RBAC or ServiceAccount deleted), the agent is being uninstalled, not restarted. It
+	// DaemonSet, "namespace/name", is the DaemonSet that runs the agent. The agent watches it
+	// while it runs and, stopped by a signal, reads it: when it is gone or being deleted (as
+	// read, or as last watched when the read fails), the agent is being uninstalled, not
+	// restarted; any other answer (Forbidden, Unauthorized, a timeout) is a restart. It
 	// then withdraws every announcement (BGP despite graceful restart), leaves membership
 	// without a restart hold and, with UninstallCleanup, removes its rules as Cleanup does.
 	// Empty: never checked, every stop is a restart (the rules stay).
@@ -200,8 +201,12 @@ const DefaultBGPGracefulRestart = 30 * time.Second
 const maxBGPGracefulRestart = 4095 * time.Second
 
 // BindFlags registers the agent's flags on fs. Names portico-agent used before it took
-// kube-proxy's stay as deprecated aliases.
+// kube-proxy's stay as deprecated aliases. What they are given is recorded for Complete.
 func (c *Agent) BindFlags(fs *pflag.FlagSet) {
+	recordGiven(fs, func() { c.bindFlags(fs) })
+}
+
+func (c *Agent) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "AgentConfiguration file (apiVersion "+AgentConfigurationAPIVersion+"); flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster or $KUBECONFIG")
 	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's)")
@@ -226,7 +231,7 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 	fs.Var(&stringListFlag{&c.AnnounceClasses}, "announce-classes", "comma list of the loadBalancerClasses whose Services' VIPs the announcers announce: those Portico's bare-metal provider serves (portico-controller's --class values with baremetal); VIPs held only by Services of other classes are never announced")
 	fs.BoolVar(&c.AnnounceClassless, "announce-classless", c.AnnounceClassless, "announce the VIPs of Services without a loadBalancerClass (false unless portico-ccm or portico-controller's --classless-provider is baremetal)")
 	fs.DurationVar(&c.BGPGracefulRestart, "bgp-graceful-restart", c.BGPGracefulRestart, "BGP graceful restart time offered to every peer (whole seconds up to 4095s): an agent stopping on a node that stays keeps its routes at the routers that long for the next agent; 0 withdraws them at every stop")
-	fs.StringVar(&c.DaemonSet, "daemonset", c.DaemonSet, `"namespace/name" of the agent's DaemonSet: an agent stopped by a signal while that DaemonSet is gone, being deleted or unreadable (an uninstall) withdraws its announcements, leaves membership and removes its rules (see --uninstall-cleanup); empty: never checked, the rules stay at every stop`)
+	fs.StringVar(&c.DaemonSet, "daemonset", c.DaemonSet, `"namespace/name" of the agent's DaemonSet: an agent stopped by a signal while that DaemonSet is gone or being deleted (an uninstall; as read at exit, or as watched while it ran when that read fails) withdraws its announcements, leaves membership and removes its rules (see --uninstall-cleanup); empty: never checked, the rules stay at every stop`)
 	fs.BoolVar(&c.UninstallCleanup, "uninstall-cleanup", c.UninstallCleanup, "with --daemonset: remove every chain and table the agent installed (as --cleanup) when it stops for an uninstall; false keeps the rules")
 	m := &c.Membership
 	fs.BoolVar(&m.Enabled, "membership", m.Enabled, "run the agents' membership (memberlist): node liveness for announcers and for leaving out endpoints on dead nodes")

@@ -177,29 +177,22 @@ func LoadAgentConfiguration(path string) (*AgentConfiguration, error) {
 	return &f, nil
 }
 
-// Complete loads --config (if given) and applies the flags explicitly set on fs over it. Call
-// it after fs.Parse and before Validate.
+// Complete loads --config (if given) and sets the flags given on the command line over it, as
+// they were given (BindFlags recorded them). Call it after fs.Parse and before Validate.
 func (c *Agent) Complete(fs *pflag.FlagSet) error {
-	if c.ConfigFile == "" {
-		return nil
+	given, err := takeGiven(fs)
+	if err != nil || c.ConfigFile == "" {
+		return err
 	}
 	f, err := LoadAgentConfiguration(c.ConfigFile)
 	if err != nil {
 		return err
 	}
-	type given struct{ name, value string }
-	var cmdline []given
-	fs.Visit(func(fl *pflag.Flag) { cmdline = append(cmdline, given{fl.Name, fl.Value.String()}) })
 	for _, s := range f.settings() {
 		if err := fs.Set(s.flag, s.value); err != nil {
 			return fmt.Errorf("config file %s: %s: %w", c.ConfigFile, s.key, err)
 		}
 	}
 	// Flags given on the command line win over the file.
-	for _, g := range cmdline {
-		if err := fs.Set(g.name, g.value); err != nil {
-			return fmt.Errorf("applying --%s: %w", g.name, err)
-		}
-	}
-	return nil
+	return replay(given)
 }

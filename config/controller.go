@@ -94,8 +94,12 @@ func DefaultController[P ProviderConfigs](providers P) Controller[P] {
 }
 
 // BindFlags registers the flags on fs, the providers' among them. Flags override values from
-// --config.
+// --config: what they are given is recorded for Complete.
 func (c *Controller[P]) BindFlags(fs *pflag.FlagSet) {
+	recordGiven(fs, func() { c.bindFlags(fs) })
+}
+
+func (c *Controller[P]) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.configFile, "config", "", "optional YAML config file; flags given on the command line override it")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster")
 	fs.StringVar(&c.classFlag, "class", "", "comma list of CLASS=PROVIDER pairs: loadBalancerClasses this controller owns (providers: "+strings.Join(c.Providers.Names(), ", ")+")")
@@ -118,18 +122,20 @@ func (c *Controller[P]) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ClusterName, "cluster-name", c.ClusterName, "cluster name, used by providers to tag what they create")
 }
 
-// Complete loads --config (if given) and applies the flags explicitly set on fs over it.
-// Call it after fs.Parse.
+// Complete loads --config (if given) and sets the flags given on the command line over it, as
+// they were given (BindFlags recorded them). Call it after fs.Parse.
 func (c *Controller[P]) Complete(fs *pflag.FlagSet) error {
-	set := map[string]string{}
-	fs.Visit(func(f *pflag.Flag) { set[f.Name] = f.Value.String() })
+	given, err := takeGiven(fs)
+	if err != nil {
+		return err
+	}
 	if c.configFile != "" {
 		b, err := os.ReadFile(c.configFile)
 		if err != nil {
 			return fmt.Errorf("reading config file: %w", err)
 		}
 		// Provider configurations are decoded into the objects the flags are bound to, so that
-		// re-applying the flags below reaches them.
+		// setting the flags again below reaches them.
 		fromFile := DefaultController(c.Providers)
 		if err := yaml.UnmarshalStrict(b, &fromFile); err != nil {
 			return fmt.Errorf("parsing config file %s: %w", c.configFile, err)
@@ -138,10 +144,8 @@ func (c *Controller[P]) Complete(fs *pflag.FlagSet) error {
 		*c = fromFile
 		c.configFile, c.classFlag, c.classlessFlag = file, classFlag, classlessFlag
 		// Flags given on the command line win over the file.
-		for name, value := range set {
-			if err := fs.Set(name, value); err != nil {
-				return fmt.Errorf("applying --%s: %w", name, err)
-			}
+		if err := replay(given); err != nil {
+			return err
 		}
 	}
 	if c.classFlag != "" {
@@ -151,7 +155,7 @@ func (c *Controller[P]) Complete(fs *pflag.FlagSet) error {
 		}
 		c.Classes = classes
 	}
-	if _, ok := set["classless-provider"]; ok {
+	if fs.Changed("classless-provider") {
 		c.ClasslessProvider = c.classlessFlag
 	}
 	return nil

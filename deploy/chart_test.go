@@ -391,10 +391,10 @@ func fakeCluster(objs ...runtime.Object) secretsProvider {
 }
 
 // TestUninstallCleanup: the agents clean up after themselves at uninstall, on whatever nodes
-// they run then: each reads its own DaemonSet (a Role for get on that one object) and, with
-// agent.cleanupOnUninstall, removes its rules; no hook Job counts nodes at install time. With
-// any announcer (l2, bgp, none) the agent is told its DaemonSet, so that it withdraws at an
-// uninstall.
+// they run then: each watches and reads its own DaemonSet (a Role for get, list and watch on
+// that one object) and, with agent.cleanupOnUninstall, removes its rules; no hook Job counts
+// nodes at install time. With any announcer (l2, bgp, none) the agent is told its DaemonSet,
+// so that it withdraws at an uninstall.
 func TestUninstallCleanup(t *testing.T) {
 	ch := loadChart(t)
 	for _, announce := range [][]any{{"l2"}, {"bgp"}, {}} {
@@ -406,8 +406,8 @@ func TestUninstallCleanup(t *testing.T) {
 			}
 			role := typed[rbacv1.Role](t, objs, "Role/portico-agent-daemonset")
 			if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, []string{"apps"}) || !slices.Equal(role.Rules[0].Resources, []string{"daemonsets"}) ||
-				!slices.Equal(role.Rules[0].ResourceNames, []string{"portico-agent"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) {
-				t.Errorf("announce %v: the agent's Role %+v; want get on its own DaemonSet only", announce, role.Rules)
+				!slices.Equal(role.Rules[0].ResourceNames, []string{"portico-agent"}) || !slices.Equal(role.Rules[0].Verbs, []string{"get", "list", "watch"}) {
+				t.Errorf("announce %v: the agent's Role %+v; want get, list and watch on its own DaemonSet only", announce, role.Rules)
 			}
 			rb := typed[rbacv1.RoleBinding](t, objs, "RoleBinding/portico-agent-daemonset")
 			if rb.RoleRef.Name != "portico-agent-daemonset" || len(rb.Subjects) != 1 || rb.Subjects[0].Name != "portico-agent" {

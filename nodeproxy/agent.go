@@ -108,10 +108,12 @@ type agent struct {
 	// exitHold is, once the agent stops, how long the other agents are asked to keep this
 	// node while it restarts (0: leave membership); see exitHoldFor.
 	exitHold time.Duration
-	// deployed reads whether the agent's DaemonSet is still deployed (nil without
-	// --daemonset); uninstalling is its verdict once the agent stops (uninstall.go).
-	deployed     func(context.Context) (bool, error)
-	uninstalling bool
+	// readDaemonSet reads the agent's DaemonSet (nil without --daemonset) and daemonSetWatch
+	// follows it while the agent runs; uninstalling is their verdict once the agent stops
+	// (uninstall.go).
+	readDaemonSet  func(context.Context) (daemonSetState, error)
+	daemonSetWatch *daemonSetWatch
+	uninstalling   bool
 	// membership is the running member (nil without --membership).
 	membership *membership.Membership
 }
@@ -131,7 +133,7 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, dy
 	}
 	loop.changes, loop.store = t, t.Store()
 	a := &agent{cfg: cfg, log: log, cs: cs, tracker: t, loop: loop, registry: reg, dyn: dyn,
-		deployed: daemonSetDeployed(cs, cfg.DaemonSet)}
+		readDaemonSet: daemonSetReader(cs, cfg.DaemonSet)}
 	a.health = healthcheck.NewProxyHealth(2*cfg.SyncPeriod, t.PendingSince, a.nodeEligible, reg)
 	loop.synced = a.health.MarkSynced
 	return a, nil
@@ -147,6 +149,11 @@ func (a *agent) run(parent context.Context) error {
 	defer cancel()
 	ctx = logr.NewContext(ctx, a.log)
 	a.tracker.Start(ctx.Done())
+	// The DaemonSet's watch outlives ctx, which a signal ends, until the exit's decision is
+	// taken: a deletion seen while deciding still counts.
+	stopWatch := make(chan struct{})
+	defer close(stopWatch)
+	a.daemonSetWatch = startDaemonSetWatch(a.cs, a.cfg.DaemonSet, a.log, stopWatch)
 	ev := a.startEvents(ctx)
 	defer ev.stop()
 	a.log.Info("Waiting for informer caches")

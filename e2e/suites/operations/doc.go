@@ -23,6 +23,11 @@
 //	|                                                    | those (never another's or an unrecorded one)       |      |
 //	| [1] Service deleted or changed to ClusterIP, served | load balancer deleted (4 Delete calls), finalizer, | TestOwnersDeleteAndTypeChangeStillDelete |
 //	|     or held with its class removed                 | holder and status removed                          |      |
+//	| [2] SIGTERM, agent's Role deleted (read gets 403)  | restart: rules stay, decision and reason logged    | TestAgentExitDecision |
+//	| [2] SIGTERM, agent's token invalid (read gets 401) | restart: rules stay, decision and reason logged    | TestAgentExitDecision |
+//	| [2] SIGTERM, agent's DaemonSet deleted (NotFound)  | uninstall: agent's nftables table removed          | TestAgentExitDecision |
+//	| [2] helm uninstall order: DaemonSet, then RBAC, SA | uninstall (seen by the watch): table removed       | TestAgentExitDecision |
+//	| [3] any flag given with --config (file may set it) | the flag's value wins, the file's other keys stay  | config.TestEveryFlagOverConfigFile (unit) |
 //	| [4] a pool address already in the status of a      | a Portico Service gets another address; asking for | TestPoolsForeignAddressReserved |
 //	|     Service of another class, or of none (another  |     the held one is refused (InvalidSpec naming    |      |
 //	|     implementation, a second allocator, anyone     |     the holder); the chart refuses two bare-metal  |      |
