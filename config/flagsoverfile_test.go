@@ -81,6 +81,8 @@ func agentUnderTest() binaryUnderTest {
 			"iptables":                              "/sbin/iptables-legacy",
 			"ip6tables":                             "/sbin/ip6tables-legacy",
 			"announce":                              "l2,bgp",
+			"announce-classes":                      "portico-lb.io/flag-a,portico-lb.io/flag-b",
+			"announce-classless":                    "false",
 			"bgp-graceful-restart":                  "60s",
 			"daemonset":                             "kube-system/portico-flag",
 			"bgp-daemonset":                         "kube-system/portico-flag-old",
@@ -117,6 +119,8 @@ iptables:
   path: /usr/sbin/iptables-nft
   ip6Path: /usr/sbin/ip6tables-nft
 announce: [bgp]
+announceClasses: [portico-lb.io/file]
+announceClassless: true
 ignoreExcludeLB: false
 membership:
   enabled: false
@@ -159,6 +163,7 @@ func controllerUnderTest() binaryUnderTest {
 			"leader-elect":                   "false",
 			"leader-election-namespace":      "portico-flag",
 			"leader-election-id":             "portico-flag",
+			"instance":                       "portico-flag/instance",
 			"leader-election-lease-duration": "40s",
 			"leader-election-renew-deadline": "30s",
 			"leader-election-retry-period":   "5s",
@@ -189,6 +194,7 @@ ignoreExcludeLB: false
 leaderElect: true
 leaderElectionNamespace: portico-file
 leaderElectionID: portico-file
+instance: portico-file/instance
 leaderElectionLease: 50s
 leaderElectionRenew: 35s
 leaderElectionRetry: 4s
