@@ -124,10 +124,10 @@ type Membership struct {
 	dead map[string]bool
 	// holds are the nodes that said they are restarting, and until when the others keep
 	// them; held are those of them that memberlist has dropped, kept in alive meanwhile.
-	holds   map[string]hold
-	held    map[string]*time.Timer
-	meta    []byte // this node's metadata (see nodeMeta)
-	peers   []netip.Addr
+	holds map[string]hold
+	held  map[string]*time.Timer
+	meta  []byte // this node's metadata (see nodeMeta)
+	peers []netip.Addr
 	// joining are the peers whose join runs (one goroutine each); backoff spaces the joins of
 	// a peer that keeps failing (keyed by address).
 	joining map[netip.Addr]bool
