@@ -41,7 +41,7 @@ const (
 )
 
 // Run runs the agent until ctx ends: it watches the cluster and keeps the node's netfilter rules,
-// health-check servers, /healthz, /livez and /metrics up to date. With cfg.Cleanup it removes
+// health-check servers, /healthz, /readyz, /livez and /metrics up to date. With cfg.Cleanup it removes
 // everything the agent installed instead, and returns. The logger comes from ctx.
 func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
