@@ -85,6 +85,16 @@
 // timeout per join) delay nothing. /readyz and /healthz answer 503 until the first full sync.
 // The chart probes startup and liveness on /livez and readiness on /readyz.
 //
+// Membership peers are the other Nodes where a pod of the agent's DaemonSet (--daemonset) is
+// scheduled (peers.go), not the Nodes matching the DaemonSet's nodeSelector and tolerations:
+// the DaemonSet controller has already applied those (with affinity and the taints it
+// honours), so the agent reads its outcome instead of keeping a second copy of the rule that
+// could drift, and a Node the pod cannot run on for any reason (Windows, virtual, outside the
+// selector) is never dialled nor presumed alive while settling. The pods are watched in the
+// DaemonSet's namespace only (the chart's Role: pods list and watch there), matched by their
+// controller reference and stripped to owner, node and phase. Without --daemonset, or when
+// listing them is refused, every Node is a peer, as before.
+//
 // # Syncs
 //
 // Informer events only record which Services changed and add the single key "sync" to a
