@@ -283,8 +283,22 @@ func TestAgentDaemonSet(t *testing.T) {
 		cfg.IgnoreExcludeLB || cfg.NodeName != "node1" || cfg.HealthzBindAddress != "0.0.0.0:10256" {
 		t.Errorf("the agent reads from its ConfigMap and args: %+v", cfg)
 	}
-	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/livez" {
-		t.Errorf("liveness %+v", c.LivenessProbe)
+	// Live from the process's first moments (startup and liveness on /livez), ready after the
+	// first full sync (/readyz), with the values' timings.
+	for _, p := range []struct {
+		name   string
+		probe  *corev1.Probe
+		path   string
+		period int32
+	}{{"startup", c.StartupProbe, "/livez", 1}, {"liveness", c.LivenessProbe, "/livez", 10}, {"readiness", c.ReadinessProbe, "/readyz", 2}} {
+		if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.IntValue() != 10256 || p.probe.PeriodSeconds != p.period {
+			t.Errorf("%s probe %+v; want %s on 10256 every %d s", p.name, p.probe, p.path, p.period)
+		}
+	}
+	// l2 (membership): the agent may watch the pods of its namespace (its peers), no more.
+	if role := typed[rbacv1.Role](t, objs, "Role/portico-agent-pods"); len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"pods"}) ||
+		!slices.Equal(role.Rules[0].Verbs, []string{"list", "watch"}) || role.Namespace != "kube-system" {
+		t.Errorf("the agent's pods Role %+v", role)
 	}
 	if len(c.Command) != 0 {
 		t.Errorf("without bgp the agent runs the image's entrypoint (portico-agent, no GoBGP), not %q", c.Command)
@@ -312,6 +326,9 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 	if _, ok := objs["Secret/portico-membership"]; ok {
 		t.Error("bgp only: a membership Secret")
+	}
+	if _, ok := objs["Role/portico-agent-pods"]; ok {
+		t.Error("bgp only: the agent may read pods, which only membership needs")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	kevents "k8s.io/client-go/tools/events"
 
 	"github.com/portico-lb/portico/config"
@@ -39,7 +41,7 @@ const (
 )
 
 // Run runs the agent until ctx ends: it watches the cluster and keeps the node's netfilter rules,
-// health-check servers, /healthz, /livez and /metrics up to date. With cfg.Cleanup it removes
+// health-check servers, /healthz, /readyz, /livez and /metrics up to date. With cfg.Cleanup it removes
 // everything the agent installed instead, and returns. The logger comes from ctx.
 func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
@@ -67,17 +69,18 @@ func Run(ctx context.Context, cfg config.Agent) error {
 		if dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 			return fmt.Errorf("creating dynamic client: %w", err)
 		}
-		// Without the CRD (or the RBAC to list it) the pool informer would never sync and the
-		// agent would wait silently: say so at startup instead.
-		if _, err := dyn.Resource(tracker.AddressPoolsResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			return fmt.Errorf("--announce needs AddressPools (install deploy/crds, and let the agent list addresspools.portico-lb.io): %w", err)
-		}
 	}
 	a, err := newAgent(ctx, cfg, cs, dyn)
 	if err != nil {
 		return err
 	}
-	return a.run(ctx)
+	// The ports first, before any call to the API server: /livez answers from here on, and a
+	// port another process holds stops the agent at once, saying so.
+	ls, err := a.listen()
+	if err != nil {
+		return err
+	}
+	return a.run(ctx, ls)
 }
 
 // cleanup removes both modes' state, so that switching modes leaves nothing behind. The other
@@ -114,8 +117,10 @@ type agent struct {
 	readDaemonSet  func(context.Context) (daemonSetState, error)
 	daemonSetWatch *daemonSetWatch
 	uninstalling   bool
-	// membership is the running member (nil without --membership).
+	// membership is the running member (nil without --membership); agentPods tell its peers
+	// (nil: every Node; peers.go).
 	membership *membership.Membership
+	agentPods  *agentPods
 }
 
 // newAgent wires the tracker, the loop and the agent's own health; the consumers are created in
@@ -139,33 +144,54 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, dy
 	return a, nil
 }
 
-// run is the agent's life: start the tracker and Events, wait for the caches, start the
-// consumers of the sync loop, serve /healthz and /metrics, then sync until ctx ends. Then it
+// run is the agent's life: serve /livez, /readyz, /healthz and /metrics on ls at once, start
+// the tracker and Events, wait for the caches, start the consumers of the sync loop (membership
+// joins its peers in the background), then sync until ctx ends. Then it
 // stops: as for a restart (rules in place, a restart hold, BGP routes kept for a graceful
 // restart), or, when it sees it is being uninstalled (uninstall.go), withdrawing everything
 // and, with UninstallCleanup, removing its rules last.
-func (a *agent) run(parent context.Context) error {
+func (a *agent) run(parent context.Context, ls listeners) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	ctx = logr.NewContext(ctx, a.log)
+	a.serveHTTP(ctx, cancel, ls)
+	if a.dyn != nil {
+		// Without the CRD (or the RBAC to list it) the pool informer would never sync and the
+		// agent would wait silently: say so at startup instead.
+		if _, err := a.dyn.Resource(tracker.AddressPoolsResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return fmt.Errorf("--announce needs AddressPools (install deploy/crds, and let the agent list addresspools.portico-lb.io): %w", err)
+		}
+	}
 	a.tracker.Start(ctx.Done())
 	// The DaemonSet's watch outlives ctx, which a signal ends, until the exit's decision is
 	// taken: a deletion seen while deciding still counts.
 	stopWatch := make(chan struct{})
 	defer close(stopWatch)
 	a.daemonSetWatch = startDaemonSetWatch(a.cs, a.cfg.DaemonSet, a.log, stopWatch)
+	var synced []cache.InformerSynced
+	if a.cfg.Membership.Enabled {
+		ap, err := newAgentPods(ctx, a.cs, a.cfg.DaemonSet)
+		if err != nil {
+			a.log.Error(err, "Every Node is a membership peer: cannot tell which run an agent")
+		}
+		if ap != nil {
+			a.agentPods = ap
+			ap.start(ctx.Done())
+			synced = append(synced, ap.informer.HasSynced)
+		}
+	}
 	ev := a.startEvents(ctx)
 	defer ev.stop()
 	a.log.Info("Waiting for informer caches")
-	if !a.tracker.WaitForSync(ctx.Done()) {
+	if !a.tracker.WaitForSync(ctx.Done()) || !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("waiting for informer caches: %w", ctx.Err())
 	}
+	a.health.CachesSynced()
 	var stops stack
 	defer stops.run()
 	if err := a.startConsumers(ctx, ev, &stops); err != nil {
 		return err
 	}
-	a.startHTTP(ctx, cancel)
 	a.syncUntilDone(ctx)
 	signalled := parent.Err() != nil
 	a.uninstalling = a.uninstallingAt(signalled, uninstallCheckBudget)
@@ -333,20 +359,57 @@ func (a *agent) netfilterOptions(nfs map[rules.Family]netfilter.Netfilter) netfi
 	}
 }
 
-// startHTTP serves /healthz and /livez, and /metrics, on their addresses ("0" or "" disables
-// one); a server that fails stops the agent through cancel.
-func (a *agent) startHTTP(ctx context.Context, cancel context.CancelFunc) {
-	errc := make(chan error, 2)
+// listeners are the agent's bound HTTP ports (nil: disabled).
+type listeners struct{ health, metrics net.Listener }
+
+// listen binds the addresses of /healthz (with /livez and /readyz) and /metrics ("0" or ""
+// disables one). A port in use fails naming the address, the process that usually holds it
+// and the setting that moves it.
+func (a *agent) listen() (listeners, error) {
+	var ls listeners
+	var err error
 	if addr := a.cfg.HealthzBindAddress; addr != "" && addr != "0" {
-		mux := http.NewServeMux()
-		mux.Handle("/healthz", a.health.Handler(true))
-		mux.Handle("/livez", a.health.Handler(false))
-		go func() { errc <- serveHTTP(ctx, addr, mux) }()
+		if ls.health, err = net.Listen("tcp", addr); err != nil {
+			return ls, bindError("healthzBindAddress", "--healthz-bind-address", "agent.healthzPort", addr, err)
+		}
 	}
 	if addr := a.cfg.MetricsBindAddress; addr != "" && addr != "0" {
+		if ls.metrics, err = net.Listen("tcp", addr); err != nil {
+			if ls.health != nil {
+				ls.health.Close()
+			}
+			return ls, bindError("metricsBindAddress", "--metrics-bind-address", "agent.metricsBindAddress", addr, err)
+		}
+	}
+	return ls, nil
+}
+
+// bindError explains a failure to listen on addr, set by flag (configuration key key, chart
+// value value). kube-proxy serves the same two ports (10256 and 10249): an agent started beside
+// it, or beside another agent, finds them taken.
+func bindError(key, flag, value, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("cannot listen on %s: another process holds the port (kube-proxy serves the same ones, 10256 and 10249); "+
+			"stop it, or set %s (config file: %s, chart: %s) to a free address: %w", addr, flag, key, value, err)
+	}
+	return fmt.Errorf("cannot listen on %s (set by %s, config file: %s, chart: %s): %w", addr, flag, key, value, err)
+}
+
+// serveHTTP serves /healthz, /readyz and /livez, and /metrics, on ls until ctx ends; a server
+// that fails stops the agent through cancel.
+func (a *agent) serveHTTP(ctx context.Context, cancel context.CancelFunc, ls listeners) {
+	errc := make(chan error, 2)
+	if ls.health != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/healthz", a.health.Handler(healthcheck.Healthz))
+		mux.Handle("/readyz", a.health.Handler(healthcheck.Readyz))
+		mux.Handle("/livez", a.health.Handler(healthcheck.Livez))
+		go func() { errc <- serve(ctx, ls.health, mux) }()
+	}
+	if ls.metrics != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
-		go func() { errc <- serveHTTP(ctx, addr, mux) }()
+		go func() { errc <- serve(ctx, ls.metrics, mux) }()
 	}
 	go func() {
 		select {
@@ -440,19 +503,15 @@ func (a *agent) nodeEligible() bool {
 	return n != nil && !servicerules.NodeBeingDeleted(n)
 }
 
-// serveHTTP runs handler on addr until ctx ends.
-func serveHTTP(ctx context.Context, addr string, handler http.Handler) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", addr, err)
-	}
+// serve runs handler on l until ctx ends.
+func serve(ctx context.Context, l net.Listener, handler http.Handler) error {
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving %s: %w", addr, err)
+		return fmt.Errorf("serving %s: %w", l.Addr(), err)
 	}
 	return nil
 }

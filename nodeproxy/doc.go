@@ -12,12 +12,13 @@
 //   - nftables (--proxy-mode=nftables, the default): the other programmer, in its place: the
 //     same Services in one nf_tables table per family, over netlink (agent.go's dataplane picks
 //     one; Run probes the kernel for it at startup);
-//   - healthcheck: the healthCheckNodePort servers (a Consumer) and the agent's own /healthz and
-//     /livez;
+//   - healthcheck: the healthCheckNodePort servers (a Consumer) and the agent's own /healthz,
+//     /readyz and /livez;
 //   - membership (--membership): which nodes' agents are alive, known within a second
-//     (hashicorp/memberlist); started and joined before the first sync (liveness.go); a
-//     starting agent counts the nodes of agents that have not joined yet as alive for up to 5
-//     s (liveness.go's settling), so that the first agent of a fresh install does not announce
+//     (hashicorp/memberlist); started before the first sync, its peers (peers.go: the Nodes
+//     with a pod of the agent's DaemonSet) joined in the background (liveness.go); a starting
+//     agent counts the nodes of agents that have not joined yet as alive for up to 5 s
+//     (liveness.go's settling), so that the first agent of a fresh install does not announce
 //     every VIP until the others join;
 //   - announce: the VIP announcers (--announce=l2,bgp: ARP/NDP in announce/l2, BGP in
 //     announce/bgp), Consumers registered in announcers.go (BGP in announcers_bgp.go, left out by
@@ -68,9 +69,31 @@
 // failed restore; now they are, and /healthz still turns unhealthy after 2 x --sync-period of
 // failures). Consumers run in order on the loop's goroutine; Sync must not keep State.
 //
-// Run's steps are one function each (agent.go): startEvents, startConsumers (netfilter, health
-// checks, membership, announcers; stopped in reverse order at exit), startHTTP (/healthz,
-// /livez, /metrics) and syncUntilDone.
+// Run's steps are one function each (agent.go): listen (the ports of /healthz, /readyz, /livez
+// and /metrics, bound before any call to the API server; a port in use, as kube-proxy's, stops
+// the agent naming it), serveHTTP (from then on /livez answers), startEvents, startConsumers
+// (netfilter, health checks, membership, announcers; stopped in reverse order at exit) and
+// syncUntilDone.
+//
+// # Start
+//
+// Nothing the agent waits for at start keeps it from being live: /livez answers before the
+// first call to the API server, and a change counts against its timeout only once the caches
+// have synced (a slow API server is not a stalled agent); membership joins run in the
+// background (package membership: one memberlist Join per missing peer, retried with
+// back-off), so peers that do not answer (a powered-off node costs memberlist's 10 s TCP
+// timeout per join) delay nothing. /readyz and /healthz answer 503 until the first full sync.
+// The chart probes startup and liveness on /livez and readiness on /readyz.
+//
+// Membership peers are the other Nodes where a pod of the agent's DaemonSet (--daemonset) is
+// scheduled (peers.go), not the Nodes matching the DaemonSet's nodeSelector and tolerations:
+// the DaemonSet controller has already applied those (with affinity and the taints it
+// honours), so the agent reads its outcome instead of keeping a second copy of the rule that
+// could drift, and a Node the pod cannot run on for any reason (Windows, virtual, outside the
+// selector) is never dialled nor presumed alive while settling. The pods are watched in the
+// DaemonSet's namespace only (the chart's Role: pods list and watch there), matched by their
+// controller reference and stripped to owner, node and phase. Without --daemonset, or when
+// listing them is refused, every Node is a peer, as before.
 //
 // # Syncs
 //

@@ -3,6 +3,7 @@ package nodeproxy
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -15,11 +16,13 @@ import (
 	"github.com/portico-lb/portico/nodeproxy/membership"
 )
 
-// startMembership starts the agents' membership, joins the agents of the other Nodes (their
-// InternalIPs of the bind address's family) before it returns, so that the first election
-// sees them (alone in its view an agent would win every VIP), and keeps the peers up to date
-// and the loop informed until ctx ends. The returned function leaves gracefully, or, when the
-// agent exits to restart (a.exitHold), tells the others to keep this node meanwhile.
+// startMembership starts the agents' membership and returns at once: it joins the agents of
+// the other Nodes (peers.go: the Nodes that run one, their InternalIPs of the bind address's
+// family) in the background, retried with back-off, keeps the peers up to date and the loop
+// informed until ctx ends. Until they have joined (or the settle time has passed), the first
+// syncs presume them alive (settling), so that the first election does not see this agent
+// alone (it would win every VIP). The returned function leaves gracefully, or, when the agent
+// exits to restart (a.exitHold), tells the others to keep this node meanwhile.
 func (a *agent) startMembership(ctx context.Context) (func(), error) {
 	cfg, err := a.membershipConfig()
 	if err != nil {
@@ -29,12 +32,18 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	peers := func() []netip.Addr { return a.membershipPeers(cfg.BindAddr) }
+	peers := func() []netip.Addr {
+		var out []netip.Addr
+		for _, ips := range a.peers(cfg.BindAddr) {
+			out = append(out, ips...)
+		}
+		return out
+	}
 	a.membership = m
-	m.SetPeers(peers()) // blocks for the first join
-	a.log.Info("Joined membership", "bind", netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.Port)), "alive", len(m.Alive()))
+	m.SetPeers(peers()) // joins in the background
+	a.log.Info("Started membership; joining the peers in the background", "bind", netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.Port)), "peers", len(peers()))
 	st := &settling{until: time.Now().Add(startupSettle), log: a.log.WithName("membership"),
-		peers: func() []string { return a.membershipPeerNames(cfg.BindAddr) }}
+		peers: func() []string { return slices.Sorted(maps.Keys(a.peers(cfg.BindAddr))) }}
 	if !st.settled(time.Now(), m.Alive(), m.Dead()) {
 		// The VIPs of the nodes whose agents never joined go to the others once it ends.
 		go func() {
@@ -50,9 +59,7 @@ func (a *agent) startMembership(ctx context.Context) (func(), error) {
 		return st.view(time.Now(), m.Alive(), dead), dead
 	}
 	go a.followMembership(ctx, m, newMembershipMetrics(a.registry))
-	// Nodes come and go: keep the peer list current. SetPeers joins the new ones and may block
-	// for memberlist's TCP timeout on an unreachable peer, so it has a goroutine of its own:
-	// view changes must reach the loop at once.
+	// Nodes and agents come and go: keep the peer list current (membership joins the new ones).
 	go func() {
 		tick := time.NewTicker(cfg.RejoinInterval)
 		defer tick.Stop()
@@ -88,14 +95,15 @@ const startupSettle = 5 * time.Second
 // agent that starts first (a fresh install, a migration from another announcer) sees itself
 // alone, and an election among the alive nodes alone would make it announce every VIP until
 // the others join, moving each VIP twice (and resetting what was established through them).
-// So until every other Node's agent has joined once (or left: dead), or until the settle time
-// has passed, the nodes not heard from yet count as alive: each agent announces only the VIPs
-// it wins among all nodes, and the VIPs of the others wait for their own agents. An agent that
-// restarts beside running agents joins them before its first sync, so its settling ends at
-// once. Dead (leaving out endpoints) is never presumed.
+// So until every other Node's agent (peers.go) has joined once (or left: dead), or until the
+// settle time has passed, the nodes not heard from yet count as alive: each agent announces
+// only the VIPs it wins among all nodes, and the VIPs of the others wait for their own agents.
+// Joins run in the background, so this also covers an agent that restarts beside running
+// agents: its first sync may come before its join (a few milliseconds on a LAN), and its
+// settling ends once they have joined. Dead (leaving out endpoints) is never presumed.
 type settling struct {
 	until time.Time
-	// peers names the other Nodes whose agents should join (InternalIP of the bind family).
+	// peers names the other Nodes whose agents should join (peers.go).
 	peers func() []string
 	log   logr.Logger
 	done  atomic.Bool
@@ -174,36 +182,6 @@ func (a *agent) membershipConfig() (membership.Config, error) {
 		}
 	}
 	return cfg, nil
-}
-
-// membershipPeers are the InternalIPs of every Node of bind's family: the agents to join.
-func (a *agent) membershipPeers(bind netip.Addr) []netip.Addr {
-	nodes, _ := a.tracker.Store().Nodes()
-	var out []netip.Addr
-	for _, n := range nodes {
-		for _, ip := range internalIPs(n) {
-			if ip.Is4() == bind.Is4() {
-				out = append(out, ip)
-			}
-		}
-	}
-	return out
-}
-
-// membershipPeerNames names the other Nodes with an InternalIP of bind's family: the agents
-// that should join.
-func (a *agent) membershipPeerNames(bind netip.Addr) []string {
-	nodes, _ := a.tracker.Store().Nodes()
-	var out []string
-	for _, n := range nodes {
-		if n.Name == a.cfg.NodeName {
-			continue
-		}
-		if slices.ContainsFunc(internalIPs(n), func(ip netip.Addr) bool { return ip.Is4() == bind.Is4() }) {
-			out = append(out, n.Name)
-		}
-	}
-	return out
 }
 
 // followMembership turns every change of m's view into work for the loop until ctx ends: the

@@ -2,11 +2,14 @@ package nodeproxy
 
 import (
 	"maps"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestSettling: a starting agent counts the nodes of agents that have not joined yet as alive,
@@ -52,5 +55,58 @@ func TestSettling(t *testing.T) {
 	}
 	if got := s.view(start, set("n1"), set()); len(got) != 1 {
 		t.Errorf("after settling, a node that left is presumed alive again: %v", got)
+	}
+}
+
+// TestPeers: the peers are the other Nodes where a pod of the agent's DaemonSet is scheduled
+// and not finished (not a Windows node, a virtual node or one outside the selector), by their
+// InternalIPs of the bind family; without the pods (no --daemonset) every other Node.
+func TestPeers(t *testing.T) {
+	node := func(name string, ips ...string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		for _, ip := range ips {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+		}
+		return n
+	}
+	yes := true
+	pod := func(name, node, ownerKind, owner string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{Kind: ownerKind, Name: owner, Controller: &yes}}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	nodes := []*corev1.Node{
+		node("self", "198.18.1.1", "fd00:c613::1"), node("linux", "198.18.1.2", "fd00:c613::2"), node("pending", "198.18.1.3"),
+		node("windows", "198.18.1.4"), node("virtual", "198.18.1.5"), node("v6only", "fd00:c613::6"), node("finished", "198.18.1.7"),
+	}
+	pods := []*corev1.Pod{
+		pod("a1", "self", "DaemonSet", "portico-agent", corev1.PodRunning),
+		pod("a2", "linux", "DaemonSet", "portico-agent", corev1.PodRunning),
+		pod("a3", "pending", "DaemonSet", "portico-agent", corev1.PodPending),
+		pod("a4", "v6only", "DaemonSet", "portico-agent", corev1.PodRunning),
+		pod("a5", "finished", "DaemonSet", "portico-agent", corev1.PodFailed),
+		pod("other", "windows", "DaemonSet", "something-else", corev1.PodRunning),
+		pod("rs", "virtual", "ReplicaSet", "portico-agent", corev1.PodRunning),
+		pod("unscheduled", "", "DaemonSet", "portico-agent", corev1.PodPending),
+	}
+	withAgent := agentNodes(pods, "portico-agent")
+	if got := slices.Sorted(maps.Keys(withAgent)); !slices.Equal(got, []string{"linux", "pending", "self", "v6only"}) {
+		t.Errorf("nodes with an agent: %v", got)
+	}
+	v4, v6 := netip.MustParseAddr("198.18.1.1"), netip.MustParseAddr("fd00:c613::1")
+	for _, tc := range []struct {
+		name      string
+		withAgent map[string]bool
+		bind      netip.Addr
+		want      map[string][]netip.Addr
+	}{
+		{"agents, IPv4", withAgent, v4, map[string][]netip.Addr{"linux": {netip.MustParseAddr("198.18.1.2")}, "pending": {netip.MustParseAddr("198.18.1.3")}}},
+		{"agents, IPv6", withAgent, v6, map[string][]netip.Addr{"linux": {netip.MustParseAddr("fd00:c613::2")}, "v6only": {netip.MustParseAddr("fd00:c613::6")}}},
+		{"no DaemonSet: every other Node", nil, v4, map[string][]netip.Addr{
+			"linux": {netip.MustParseAddr("198.18.1.2")}, "pending": {netip.MustParseAddr("198.18.1.3")}, "windows": {netip.MustParseAddr("198.18.1.4")},
+			"virtual": {netip.MustParseAddr("198.18.1.5")}, "finished": {netip.MustParseAddr("198.18.1.7")}}},
+	} {
+		if got := peerNodes(nodes, tc.withAgent, "self", tc.bind); !maps.EqualFunc(got, tc.want, slices.Equal) {
+			t.Errorf("%s: peers %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

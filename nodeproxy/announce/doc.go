@@ -34,9 +34,11 @@
 // covers, and costs one hash per candidate node and VIP.
 //
 // The agent starts membership (with --membership) after its caches synced and joins the
-// agents of every Node's InternalIP (of the bind address's family) before the first sync: an
-// agent alone in its view would win every VIP. It keeps the peer list current from the Nodes
-// and leaves gracefully on exit, after the announcers stopped answering.
+// agents of the Nodes that run one (the InternalIPs of the bind address's family of the Nodes
+// with a pod of its DaemonSet; nodeproxy/peers.go) in the background, without waiting: until
+// they have joined (at most 5 s) its first syncs presume them alive (settling), since an agent
+// alone in its view would win every VIP. It keeps the peer list current and leaves gracefully
+// on exit, after the announcers stopped answering.
 //
 // # Layer 2 (package l2)
 //

@@ -23,9 +23,11 @@ func NewProxyHealth(timeout time.Duration, pending func() time.Time, eligible fu
 			Name: metricsPrefix + "proxy_healthz_total", Help: "/healthz answers by code."}, []string{"code"}),
 		livez: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricsPrefix + "proxy_livez_total", Help: "/livez answers by code."}, []string{"code"}),
+		readyz: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricsPrefix + "proxy_readyz_total", Help: "/readyz answers by code."}, []string{"code"}),
 	}
 	if reg != nil {
-		reg.MustRegister(h.healthz, h.livez)
+		reg.MustRegister(h.healthz, h.livez, h.readyz)
 	}
 	return h
 }
@@ -39,8 +41,12 @@ type ProxyHealth struct {
 	pending        func() time.Time // oldest unsynced change, zero when none
 	eligible       func() bool      // the node is not being deleted
 	healthz, livez *prometheus.CounterVec
+	readyz         *prometheus.CounterVec
 
 	lastUpdated atomic.Int64 // unix nanoseconds of the last successful sync (MarkSynced)
+	// cachesSynced is when the informer caches synced (CachesSynced; 0: not yet): a change
+	// that waits for a sync counts from then at the earliest.
+	cachesSynced atomic.Int64
 
 	mu       sync.Mutex
 	families map[rules.Family]*familyHealth
@@ -89,9 +95,17 @@ func (h *ProxyHealth) familyStatus() (map[string]any, bool) {
 }
 
 // Healthy is false when a change has waited longer than the timeout for a successful sync, or
-// when one family's syncs have been failing that long.
+// when one family's syncs have been failing that long. Before the caches synced (CachesSynced)
+// no change waits for a sync: the agent is waiting for the API server, which a restart would
+// not make faster (kube-proxy counts from its initialization too).
 func (h *ProxyHealth) Healthy() bool {
 	since := h.pending()
+	synced := h.cachesSynced.Load()
+	if synced == 0 {
+		since = time.Time{}
+	} else if s := time.Unix(0, synced); since.Before(s) && !since.IsZero() {
+		since = s
+	}
 	if !since.IsZero() && time.Since(since) >= h.timeout {
 		return false
 	}
@@ -99,9 +113,29 @@ func (h *ProxyHealth) Healthy() bool {
 	return ok
 }
 
-// Handler answers /healthz (withNode: the node must be eligible too) or /livez with a JSON
-// body and 200 or 503.
-func (h *ProxyHealth) Handler(withNode bool) http.Handler {
+// CachesSynced records that the informer caches have synced: from now on a change that waits
+// for a sync counts against the timeout.
+func (h *ProxyHealth) CachesSynced() { h.cachesSynced.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// Synced reports whether a sync has succeeded (the first, full one included).
+func (h *ProxyHealth) Synced() bool { return h.lastUpdated.Load() != 0 }
+
+// Probe is what a Handler answers.
+type Probe int
+
+const (
+	// Livez (liveness) is Healthy alone: 200 from the agent's start, before the API server
+	// answers, until changes wait too long for a sync.
+	Livez Probe = iota
+	// Readyz (readiness) also needs the first sync done.
+	Readyz
+	// Healthz (what load balancers probe) also needs the first sync done and the node
+	// eligible.
+	Healthz
+)
+
+// Handler answers p (/livez, /readyz or /healthz) with a JSON body and 200 or 503.
+func (h *ProxyHealth) Handler(p Probe) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		healthy := h.Healthy()
 		now := time.Now()
@@ -113,7 +147,13 @@ func (h *ProxyHealth) Handler(withNode bool) http.Handler {
 		body := map[string]any{"lastUpdated": last, "currentTime": now, "healthy": healthy, "families": families}
 		ok := healthy
 		counter := h.livez
-		if withNode {
+		if p != Livez {
+			synced := h.Synced()
+			body["synced"] = synced
+			ok = ok && synced
+			counter = h.readyz
+		}
+		if p == Healthz {
 			eligible := h.eligible()
 			body["nodeEligible"] = eligible
 			ok = ok && eligible

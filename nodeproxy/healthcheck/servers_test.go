@@ -88,9 +88,10 @@ func TestServiceHealthCheckListenAddresses(t *testing.T) {
 
 func TestHealthzPerFamily(t *testing.T) {
 	h := NewProxyHealth(time.Hour, func() time.Time { return time.Time{} }, func() bool { return true }, nil)
+	h.MarkSynced()
 	get := func() (int, map[string]any) {
 		rec := httptest.NewRecorder()
-		h.Handler(true).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		h.Handler(Healthz).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 		var body map[string]any
 		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 			t.Fatal(err)
@@ -111,6 +112,46 @@ func TestHealthzPerFamily(t *testing.T) {
 	h.FamilySynced(rules.IPv6, nil)
 	if code, _ := get(); code != 200 {
 		t.Errorf("after IPv6 recovered: %d, want 200", code)
+	}
+}
+
+// TestProbesAtStart: /livez answers 200 from the start, also while a change waits for caches
+// that have not synced (the API server is slow) and until the timeout after they synced;
+// /readyz and /healthz answer 503 until the first sync, then as /livez (and /healthz with the
+// node eligible).
+func TestProbesAtStart(t *testing.T) {
+	const timeout = time.Hour
+	pending := time.Now().Add(-2 * timeout) // a change queued long ago, while the caches listed
+	eligible := false
+	h := NewProxyHealth(timeout, func() time.Time { return pending }, func() bool { return eligible }, nil)
+	codes := func() [3]int {
+		var out [3]int
+		for i, p := range []Probe{Livez, Readyz, Healthz} {
+			rec := httptest.NewRecorder()
+			h.Handler(p).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			out[i] = rec.Code
+		}
+		return out
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want [3]int // livez, readyz, healthz
+	}{
+		{"started, caches not synced", func() {}, [3]int{200, 503, 503}},
+		{"caches synced: the change counts from now", h.CachesSynced, [3]int{200, 503, 503}},
+		{"first sync done, node not known yet", func() { h.MarkSynced(); pending = time.Time{} }, [3]int{200, 200, 503}},
+		{"node eligible", func() { eligible = true }, [3]int{200, 200, 200}},
+		{"synced long ago, a change waited past the timeout", func() {
+			h.cachesSynced.Store(time.Now().Add(-3 * timeout).UnixNano())
+			pending = time.Now().Add(-2 * timeout)
+		}, [3]int{503, 503, 503}},
+	}
+	for _, st := range steps {
+		st.do()
+		if got := codes(); got != st.want {
+			t.Errorf("%s: livez, readyz, healthz = %v, want %v", st.name, got, st.want)
+		}
 	}
 }
 

@@ -47,9 +47,13 @@
 //
 // # Peers, rejoining and leaving
 //
-// SetPeers takes the addresses of the other nodes (their Node InternalIPs) and joins the ones
-// not alive in the view, at once and again every RejoinInterval, so that a node that restarted,
-// or a side of a healed partition, merges back without help. Stop leaves gracefully (the others
+// SetPeers takes the addresses of the other nodes (their Node InternalIPs) and returns at once;
+// the rejoin loop joins the ones not alive in the view, at once and again every
+// RejoinInterval, so that a node that restarted, or a side of a healed partition, merges back
+// without help. Each missing peer is joined by memberlist's Join in a goroutine of its own (one
+// at a time per peer): memberlist waits up to its TCP timeout (10 s) for a peer that does not
+// answer, which then delays only that peer's join. A peer whose joins fail is tried again with
+// client-go's per-key exponential back-off, from RejoinInterval up to 4 RejoinIntervals. Stop leaves gracefully (the others
 // drop the node at once instead of after the detection time), then shuts down; Abort shuts down
 // without leaving, as a crash would.
 //

@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/memberlist"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/portico-lb/portico/config"
 )
@@ -123,10 +124,16 @@ type Membership struct {
 	dead map[string]bool
 	// holds are the nodes that said they are restarting, and until when the others keep
 	// them; held are those of them that memberlist has dropped, kept in alive meanwhile.
-	holds   map[string]hold
-	held    map[string]*time.Timer
-	meta    []byte // this node's metadata (see nodeMeta)
-	peers   []netip.Addr
+	holds map[string]hold
+	held  map[string]*time.Timer
+	meta  []byte // this node's metadata (see nodeMeta)
+	peers []netip.Addr
+	// joining are the peers whose join runs (one goroutine each); backoff spaces the joins of
+	// a peer that keeps failing (keyed by address).
+	joining map[netip.Addr]bool
+	backoff *flowcontrol.Backoff
+	// kick asks the rejoin loop for a round at once (SetPeers).
+	kick    chan struct{}
 	changed chan struct{}
 	// reassert receives a value when another member asked this one to announce its VIPs
 	// again (AskReassert).
@@ -150,6 +157,9 @@ func Start(cfg Config) (*Membership, error) {
 		dead:     map[string]bool{},
 		holds:    map[string]hold{},
 		held:     map[string]*time.Timer{},
+		joining:  map[netip.Addr]bool{},
+		backoff:  flowcontrol.NewBackOff(cfg.RejoinInterval, maxRejoinBackoff*cfg.RejoinInterval),
+		kick:     make(chan struct{}, 1),
 		changed:  make(chan struct{}, 1),
 		reassert: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -253,7 +263,8 @@ func (m *Membership) ReassertAsked() <-chan struct{} { return m.reassert }
 const msgReassert byte = 1
 
 // SetPeers replaces the addresses of the other members (Node InternalIPs of the family of
-// BindAddr; this node's own address is ignored) and joins those not yet in the member list.
+// BindAddr; this node's own address is ignored) and has the rejoin loop join those not yet in
+// the member list. It returns at once: joins run in the background (see rejoin).
 func (m *Membership) SetPeers(peers []netip.Addr) {
 	m.mu.Lock()
 	m.peers = nil
@@ -263,32 +274,62 @@ func (m *Membership) SetPeers(peers []netip.Addr) {
 		}
 	}
 	m.mu.Unlock()
-	m.rejoin()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
 }
 
-// rejoin joins the peers whose address no alive member has.
+// maxRejoinBackoff bounds the back-off of a peer whose joins keep failing, in RejoinIntervals:
+// a node that is off (or has no agent) is tried every 4 intervals at most, and a healed
+// partition still merges within that.
+const maxRejoinBackoff = 4
+
+// rejoin starts a join of each peer whose address no member has, unless a join of it runs or
+// its back-off has not passed. Each join is memberlist's Join of that one peer in a goroutine
+// of its own, so that a peer that does not answer (memberlist waits up to its TCP timeout, 10
+// s, per peer) delays neither the others nor the caller. A failed join doubles the peer's
+// back-off (from RejoinInterval up to maxRejoinBackoff times it); a peer seen in the member
+// list resets it.
 func (m *Membership) rejoin() {
-	m.mu.Lock()
-	peers := m.peers
-	m.mu.Unlock()
 	known := map[netip.Addr]bool{}
 	for _, n := range m.list.Members() {
 		if a, ok := netip.AddrFromSlice(n.Addr); ok {
 			known[a.Unmap()] = true
 		}
 	}
-	var join []string
-	for _, p := range peers {
-		if !known[p] {
-			join = append(join, netip.AddrPortFrom(p, uint16(m.cfg.Port)).String())
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.peers {
+		id := p.String()
+		switch {
+		case known[p]:
+			m.backoff.Reset(id)
+		case m.joining[p] || m.backoff.IsInBackOffSinceUpdate(id, now):
+		default:
+			m.joining[p] = true
+			go m.join(p)
 		}
 	}
-	if len(join) == 0 {
-		return
+	m.backoff.GC()
+}
+
+// join joins the member at p (after Stop it fails at once, or when its dial ends).
+func (m *Membership) join(p netip.Addr) {
+	addr := netip.AddrPortFrom(p, uint16(m.cfg.Port)).String()
+	_, err := m.list.Join([]string{addr})
+	m.mu.Lock()
+	delete(m.joining, p)
+	if err != nil {
+		m.backoff.Next(p.String(), time.Now())
+	} else {
+		m.backoff.Reset(p.String())
 	}
-	// Unreachable peers are normal (nodes down); the next round tries again.
-	if n, err := m.list.Join(join); err != nil {
-		m.cfg.Log.V(1).Info("Joining membership peers", "peers", join, "joined", n, "err", err.Error())
+	m.mu.Unlock()
+	if err != nil {
+		// Unreachable peers are normal (nodes down, nodes without an agent yet).
+		m.cfg.Log.V(1).Info("Joining a membership peer", "peer", addr, "err", err.Error())
 	}
 }
 
@@ -300,6 +341,8 @@ func (m *Membership) rejoinLoop() {
 		select {
 		case <-m.stop:
 			return
+		case <-m.kick:
+			m.rejoin()
 		case <-t.C:
 			m.rejoin()
 		}
@@ -343,7 +386,8 @@ func (m *Membership) Restart(hold, timeout time.Duration) error {
 }
 
 // Abort shuts the member down without leaving, as a crash would: the others notice it only by
-// failed probes. It ends every goroutine of the member.
+// failed probes. It ends every goroutine of the member, except a join still waiting for an
+// unreachable peer: that one ends when its dial does (memberlist's TCP timeout), failing.
 func (m *Membership) Abort() error {
 	var err error
 	m.stopOnce.Do(func() {

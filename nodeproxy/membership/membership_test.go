@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -345,4 +346,60 @@ func TestAskReassert(t *testing.T) {
 	default:
 	}
 	ms[2].AskReassert("node9") // not a member: nothing to send, nothing fails
+}
+
+// TestSilentPeersDoNotDelayJoins: peers that accept a connection and never answer (a hung
+// node: memberlist waits its 10 s TCP timeout for each) neither block SetPeers nor delay the
+// join of a peer that answers, and their joins are retried with back-off.
+func TestSilentPeersDoNotDelayJoins(t *testing.T) {
+	port, err := ports.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var silent []netip.Addr
+	accepted := make(chan struct{}, 100)
+	for i := 1; i <= 3; i++ {
+		a := netip.AddrFrom4([4]byte{127, 0, 0, byte(50 + i)})
+		l, err := net.Listen("tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+				accepted <- struct{}{}
+			}
+		}()
+		silent = append(silent, a)
+	}
+	n1, n2 := start(t, 1, port, nil), start(t, 2, port, nil)
+	begin := time.Now()
+	n1.SetPeers(append(silent, addrs(2)...)) // the silent ones first, as memberlist would try them
+	if d := time.Since(begin); d > 100*time.Millisecond {
+		t.Errorf("SetPeers took %v; want it to return at once", d)
+	}
+	if d := waitView(t, n1, 2*time.Second, "node1", "node2"); d > time.Second {
+		t.Errorf("node2 joined after %v behind three silent peers", d)
+	}
+	waitView(t, n2, 2*time.Second, "node1", "node2")
+	// Each silent peer was dialled once, in parallel, and is not dialled again while its join
+	// waits (the rejoin loop ticks every 200 ms here).
+	deadline := time.After(3 * time.Second)
+	for got := 0; got < 3; got++ {
+		select {
+		case <-accepted:
+		case <-deadline:
+			t.Fatalf("%d of the 3 silent peers dialled", got)
+		}
+	}
+	select {
+	case <-accepted:
+		t.Error("a silent peer dialled again while its first join still waits")
+	default:
+	}
 }

@@ -132,7 +132,7 @@ func TestInstall(t *testing.T) {
 		// What the agents, old and new, saw of the others' restarts (holds, returns, takeovers)
 		// and of their failures ("alive=false": declared dead), from before the new images were
 		// imported on.
-		words := []string{"Membership", "Announcing VIP", "Withdrawing VIP", "VIPs again", "Joined membership", "Stopped"}
+		words := []string{"Membership", "Announcing VIP", "Withdrawing VIP", "VIPs again", "Started membership", "Stopped"}
 		t.Logf("the watched window began at %s", watched.Format("15:04:05.000"))
 		for pod, lines := range oldLogs() {
 			t.Logf("replaced agent %s:\n%s", pod, strings.Join(grep(lines, words), "\n"))

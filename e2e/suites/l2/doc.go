@@ -32,6 +32,13 @@
 // TestStartupErrors runs the binary with bad announcement flags and without access to
 // AddressPools: it exits at once naming every problem.
 //
+// TestStartLiveAtOnce starts one agent in a lab of its own (its own control plane) where three
+// Nodes that run pods of its DaemonSet never answer (their InternalIPs lead to a MAC nobody
+// has), a fourth Node runs none, and the API server answers 1 s late (e2e/framework/latency):
+// /livez answers within startLiveMax of the start, /readyz and /healthz 503 until the first
+// full sync and 200 after it, well before the three joins (10 s each) could have ended; the
+// agent's peers are the 3 Nodes with its pods.
+//
 // BenchmarkL2Failover repeats both failures (-l2agent.trials, 10 by default) and reports the
 // median and worst time from the failure to the client's neighbour entry moving to the new
 // node, and the requests failed in the 5 s after.

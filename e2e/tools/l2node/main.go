@@ -80,8 +80,11 @@ func run(logger logr.Logger, node, bind string, port int, peers, nodes, vips, if
 	if err != nil {
 		return err
 	}
-	// Join before the first election: a node alone in its view would claim every VIP.
+	// Join before the first election: a node alone in its view would claim every VIP. Joins
+	// run in the background; wait for the first (up to firstJoinMax: the first node to start
+	// has nobody to join yet).
 	m.SetPeers(peerAddrs)
+	waitFirstJoin(m, len(peerAddrs) > 0)
 	ann := l2.New(l2.Options{Log: logger.WithName("l2"), Gratuitous: 4, GratuitousInterval: 500 * time.Millisecond})
 	fmt.Println("ready")
 
@@ -167,4 +170,20 @@ func sortedNames(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// firstJoinMax bounds the wait for the first join.
+const firstJoinMax = 2 * time.Second
+
+// waitFirstJoin waits until m's view holds another node, for up to firstJoinMax (not at all
+// without peers).
+func waitFirstJoin(m *membership.Membership, peers bool) {
+	deadline := time.After(firstJoinMax)
+	for peers && len(m.Alive()) < 2 {
+		select {
+		case <-m.Changes():
+		case <-deadline:
+			return
+		}
+	}
 }

@@ -76,3 +76,10 @@ contexts:
     context: {cluster: default, user: default}
 current-context: default
 {{- end -}}
+
+{{/* A probe's timings (agent.probes.*). */}}
+{{- define "portico.probeTimings" -}}
+periodSeconds: {{ .periodSeconds }}
+failureThreshold: {{ .failureThreshold }}
+timeoutSeconds: {{ .timeoutSeconds }}
+{{- end -}}
