@@ -45,7 +45,7 @@ func TestAWSDemo(t *testing.T) {
 		"TLS:443 with certificate arn:aws:acm", // the NLB's TLS listener
 		"SSL:443 with certificate arn:aws:acm", // the Classic ELB's
 		"Warning  InvalidSpec",                 // demo/typo's Event
-		"LoadBalancerReady=False  InvalidSpec", // and condition
+		"LoadBalancerReady=False InvalidSpec:", // and condition, as kubectl get -o jsonpath prints it
 		"moto holds no load balancer, listener, target group, security group or address tagged",
 		"Demo took",
 	} {
