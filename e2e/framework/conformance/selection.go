@@ -82,13 +82,22 @@ var NotApplicableL2 = []NotApplicable{
 			"which only the announcer's own pods give; it passed only when the VIP moved during the spec, and failed after 600 s on another cluster"},
 }
 
+// notApplicableL2 are NotApplicableL2's patterns, compiled once.
+var notApplicableL2 = func() []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, n := range NotApplicableL2 {
+		out = append(out, regexp.MustCompile(n.Pattern))
+	}
+	return out
+}()
+
 // NotApplicable returns the reason spec name is not applicable in col, if it is not.
 func (c Column) NotApplicable(name string) (string, bool) {
 	if c.BGP || c.KubeProxy != "" {
 		return "", false
 	}
-	for _, n := range NotApplicableL2 {
-		if regexp.MustCompile(n.Pattern).MatchString(name) {
+	for i, n := range NotApplicableL2 {
+		if notApplicableL2[i].MatchString(name) {
 			return n.Reason, true
 		}
 	}

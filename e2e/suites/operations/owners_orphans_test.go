@@ -63,8 +63,9 @@ func TestOwnersOrphansCommand(t *testing.T) {
 
 	// Listing, by the binary.
 	bin := gobuild.BinaryForTest(t, "cmd/portico-controller")
-	listed, err := exec.Command(bin, "orphans", "--kubeconfig="+e.cl.KubeconfigPath(), "--class="+ownersClass("keep")+"=reference",
-		"--leader-election-namespace="+e.ns, "--leader-election-id="+a.name).CombinedOutput()
+	args := []string{"orphans", "--kubeconfig=" + e.cl.KubeconfigPath(), "--class=" + ownersClass("keep") + "=reference",
+		"--leader-election-namespace=" + e.ns, "--leader-election-id=" + a.name}
+	listed, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("portico-controller orphans: %v\n%s", err, listed)
 	}
