@@ -42,9 +42,25 @@ func testDeployManifestIsSufficient(t *testing.T) {
 	}
 	// Something on the node holds the health check port the Service will get, so the agent has an
 	// Event to write.
+	// The port must be free on the node and not allocated by the API server to another
+	// Service (another test's healthCheckNodePort or NodePort).
+	existing, err := e.cs.CoreV1().Services("").List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocated := map[int32]bool{}
+	for _, s := range existing.Items {
+		allocated[s.Spec.HealthCheckNodePort] = true
+		for _, p := range s.Spec.Ports {
+			allocated[p.NodePort] = true
+		}
+	}
 	var hold net.Listener
 	var hc int32
 	for port := int32(32600); port < 32700 && hold == nil; port++ {
+		if allocated[port] {
+			continue
+		}
 		if l, err := node.Listen(e.ctx, "tcp", fmt.Sprintf(":%d", port)); err == nil {
 			hold, hc = l, port
 		}
