@@ -74,6 +74,7 @@ func Run(ctx context.Context, cfg config.Agent) error {
 	if err != nil {
 		return err
 	}
+	a.apiHost = restCfg.Host
 	// The ports first, before any call to the API server: /livez answers from here on, and a
 	// port another process holds stops the agent at once, saying so.
 	ls, err := a.listen()
@@ -121,6 +122,8 @@ type agent struct {
 	// (nil: every Node; peers.go).
 	membership *membership.Membership
 	agentPods  *agentPods
+	// apiHost is the API server's address as the agent reaches it, for startup errors.
+	apiHost string
 }
 
 // newAgent wires the tracker, the loop and the agent's own health; the consumers are created in
@@ -159,7 +162,7 @@ func (a *agent) run(parent context.Context, ls listeners) error {
 		// Without the CRD (or the RBAC to list it) the pool informer would never sync and the
 		// agent would wait silently: say so at startup instead.
 		if _, err := a.dyn.Resource(tracker.AddressPoolsResource).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			return fmt.Errorf("--announce needs AddressPools (install deploy/crds, and let the agent list addresspools.portico-lb.io): %w", err)
+			return poolsUnavailable(a.apiHost, err)
 		}
 	}
 	a.tracker.Start(ctx.Done())

@@ -1,6 +1,7 @@
 package l2
 
 import (
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,8 +11,8 @@ import (
 )
 
 // TestStartupErrors: the real binary refuses bad announcement settings at startup, listing every
-// problem, and refuses --announce against a cluster without the AddressPool CRD instead of
-// waiting for it silently.
+// problem, and says why it cannot list AddressPools (credentials refused, API server
+// unreachable) instead of waiting for them silently.
 func TestStartupErrors(t *testing.T) {
 	setup(t)
 	cases := []struct {
@@ -36,18 +37,43 @@ func TestStartupErrors(t *testing.T) {
 		}
 	}
 
-	// A token the apiserver does not know: listing AddressPools fails, as it does without the
-	// CRD or without the RBAC for it (the shared cluster has the CRD), and the agent says so at
-	// startup instead of waiting for an informer that never syncs.
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := shared.Cluster.WriteKubeconfigWithToken(kubeconfig, shared.Cluster.Host(), "no-such-token"); err != nil {
+	// Listing AddressPools at startup fails for different reasons, and the agent names the one
+	// it met instead of waiting for an informer that never syncs: a token the API server does
+	// not know is refused credentials, not a missing CRD; an address nothing listens on is an
+	// API server the agent cannot reach, with the setting that moves it.
+	dir := t.TempDir()
+	badToken := filepath.Join(dir, "bad-token")
+	if err := shared.Cluster.WriteKubeconfigWithToken(badToken, shared.Cluster.Host(), "no-such-token"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(shared.Agent, "--kubeconfig="+kubeconfig, "--hostname-override=node1", "--announce=l2", "--membership").CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != config.ExitStartup {
-		t.Errorf("without access to AddressPools: err = %v, want exit code %d\n%s", err, config.ExitStartup, out)
+	closed := closedAddress(t)
+	unreachable := filepath.Join(dir, "unreachable")
+	if err := shared.Cluster.WriteKubeconfigWithToken(unreachable, "https://"+closed, "no-such-token"); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "--announce needs AddressPools") {
-		t.Errorf("without access to AddressPools: output lacks the reason:\n%s", out)
+	for _, c := range []struct{ kubeconfig, want, lack string }{
+		{badToken, "refused the agent's credentials", "needs AddressPools"},
+		{unreachable, "cannot reach the API server at https://" + closed + " (set the chart's agent.apiServer", "needs AddressPools"},
+	} {
+		out, err := exec.Command(shared.Agent, "--kubeconfig="+c.kubeconfig, "--hostname-override=node1", "--announce=l2", "--membership").CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != config.ExitStartup {
+			t.Errorf("%s: err = %v, want exit code %d\n%s", filepath.Base(c.kubeconfig), err, config.ExitStartup, out)
+		}
+		if !strings.Contains(string(out), c.want) || strings.Contains(string(out), c.lack) {
+			t.Errorf("%s: output should say %q (and not %q):\n%s", filepath.Base(c.kubeconfig), c.want, c.lack, out)
+		}
 	}
+}
+
+// closedAddress is a loopback address and port nothing listens on (one the kernel just gave
+// and took back).
+func closedAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
