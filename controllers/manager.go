@@ -6,10 +6,12 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -67,6 +69,13 @@ func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], re
 	}); err != nil {
 		return nil, err
 	}
+	apiCheck, err := apiServerAnswers(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("apiserver", apiCheck); err != nil {
+		return nil, err
+	}
 
 	ownership := service.Ownership{Instance: cfg.InstanceName(), Classes: cfg.Classes, Classless: cfg.ClasslessProvider}
 	provs, err := buildProviders(ctx, cfg, providers.Env{
@@ -105,6 +114,28 @@ func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], re
 	}
 	return mgr, nil
 }
+
+// apiServerAnswers is a readiness check: the API server answers its own /readyz now. Synced
+// caches stay synced when the API server goes out of reach, and a controller that cannot write
+// a status or an Event cannot do its job, so it is not ready meanwhile.
+func apiServerAnswers(restCfg *rest.Config) (healthz.Checker, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the API server check: %w", err)
+	}
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), apiServerCheckTimeout)
+		defer cancel()
+		if err := dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+			return fmt.Errorf("the API server at %s does not answer: %w", restCfg.Host, err)
+		}
+		return nil
+	}, nil
+}
+
+// apiServerCheckTimeout bounds the API server check, below the kubelet's default probe timeout
+// of 1 s so that the probe reports the check's reason, not its own timeout.
+const apiServerCheckTimeout = 900 * time.Millisecond
 
 // buildProviders instantiates every provider the configuration names, except those given in
 // extra, which are used as they are.

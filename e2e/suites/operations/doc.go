@@ -55,6 +55,8 @@
 //	|      whose specs never run, or ginkgo fails alone; | make conformance exits non-zero, the table says so  |      |
 //	|      a spec that passes in L2 only by a VIP move   | (counts pinned: fast 21, full 66/17/87/16); the    |      |
 //	|                                                    | L2 column shows the spec n/a with its reason       |      |
+//	| [29.5] the API server out of reach of a running    | /readyz fails naming the apiserver check; ready     | TestControllerNotReadyWithoutAPIServer |
+//	|      portico-controller (its caches synced)          | again once it answers                              |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
