@@ -60,6 +60,11 @@ type Controller[P ProviderConfigs] struct {
 	// load-balancer backends like any other (servicerules.IgnoreExcludeLabel).
 	IgnoreExcludeLB bool `json:"ignoreExcludeLB,omitempty"`
 
+	// Deployment is the name of the controller's own Deployment, in LeaderElectionNamespace:
+	// with leader election it owns the Lease (an owner reference), so that deleting the
+	// Deployment, as an uninstall does, deletes the Lease too. Empty: the Lease has no owner.
+	Deployment string `json:"deployment,omitempty"`
+
 	LeaderElect              bool            `json:"leaderElect,omitempty"`
 	LeaderElectionNamespace  string          `json:"leaderElectionNamespace,omitempty"`
 	LeaderElectionID         string          `json:"leaderElectionID,omitempty"`
@@ -114,6 +119,7 @@ func (c *Controller[P]) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease so only one replica acts")
 	fs.StringVar(&c.LeaderElectionNamespace, "leader-election-namespace", c.LeaderElectionNamespace, "namespace of the leader-election Lease")
 	fs.StringVar(&c.LeaderElectionID, "leader-election-id", c.LeaderElectionID, "name of the leader-election Lease")
+	fs.StringVar(&c.Deployment, "deployment", c.Deployment, "name of the controller's Deployment in --leader-election-namespace: it becomes the owner of the leader-election Lease, so that deleting the Deployment (an uninstall) deletes the Lease; empty: the Lease outlives the controller")
 	fs.DurationVar(&c.LeaderElectionLease.Duration, "leader-election-lease-duration", c.LeaderElectionLease.Duration, "how long a Lease is valid without renewal")
 	fs.DurationVar(&c.LeaderElectionRenew.Duration, "leader-election-renew-deadline", c.LeaderElectionRenew.Duration, "how long the leader retries renewing before giving up")
 	fs.DurationVar(&c.LeaderElectionRetry.Duration, "leader-election-retry-period", c.LeaderElectionRetry.Duration, "how often candidates retry acquiring the Lease")
@@ -242,6 +248,9 @@ func (c *Controller[P]) validate(root *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(root.Child("leaderElectionLease"), c.LeaderElectionLease.Duration.String(),
 				"need lease duration > renew deadline > retry period > 0"))
 		}
+	}
+	if d := c.Deployment; d != "" && len(validation.IsDNS1123Subdomain(d)) > 0 {
+		errs = append(errs, field.Invalid(root.Child("deployment"), d, "must be a Deployment's name (a DNS subdomain) in the leader-election namespace"))
 	}
 	for name, addr := range map[string]string{"metricsBindAddress": c.MetricsBindAddress, "healthProbeBindAddress": c.HealthProbeBindAddress} {
 		if addr == "0" || addr == "" {

@@ -163,6 +163,7 @@ func controllerUnderTest() binaryUnderTest {
 			"leader-elect":                   "false",
 			"leader-election-namespace":      "portico-flag",
 			"leader-election-id":             "portico-flag",
+			"deployment":                     "portico-flag",
 			"instance":                       "portico-flag/instance",
 			"leader-election-lease-duration": "40s",
 			"leader-election-renew-deadline": "30s",
@@ -194,6 +195,7 @@ ignoreExcludeLB: false
 leaderElect: true
 leaderElectionNamespace: portico-file
 leaderElectionID: portico-file
+deployment: portico-file
 instance: portico-file/instance
 leaderElectionLease: 50s
 leaderElectionRenew: 35s

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -30,7 +31,7 @@ import (
 
 // NewManager builds portico-controller's manager from a validated configuration: the providers
 // it names, leader election on a Lease, the metrics and health endpoints, and the Service
-// reconciler. ctx bounds building the providers. extra providers (by name) are added to or replace the configured ones; tests pass
+// reconciler. ctx bounds building the providers and making the Deployment the Lease's owner. extra providers (by name) are added to or replace the configured ones; tests pass
 // them to observe provider calls.
 func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], restCfg *rest.Config, logger logr.Logger, extra map[string]providers.Provider) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
@@ -39,6 +40,15 @@ func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], re
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
+	}
+	if cfg.LeaderElect && cfg.Deployment != "" {
+		cs, err := kubernetes.NewForConfig(restCfg)
+		if err != nil {
+			return nil, err
+		}
+		if err := ownLease(ctx, cs, cfg.LeaderElectionNamespace, cfg.LeaderElectionID, cfg.Deployment); err != nil {
+			return nil, err
+		}
 	}
 	lease, renew, retry := cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{

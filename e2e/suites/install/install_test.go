@@ -330,6 +330,16 @@ func leftovers(t *testing.T, c *nodes.Cluster, r *install.Release) {
 	} else {
 		t.Fatal(err)
 	}
+	// The controller's leader-election Lease: owned by its Deployment, it goes with it.
+	if l, err := cs.CoordinationV1().Leases(r.Namespace).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, o := range l.Items {
+			if ours(o.Name) {
+				left = append(left, "Lease/"+o.Name)
+			}
+		}
+	} else {
+		t.Fatal(err)
+	}
 	if l, err := cs.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{}); err == nil {
 		for _, o := range l.Items {
 			if ours(o.Name) {

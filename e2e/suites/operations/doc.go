@@ -57,6 +57,9 @@
 //	|                                                    | L2 column shows the spec n/a with its reason       |      |
 //	| [29.5] the API server out of reach of a running    | /readyz fails naming the apiserver check; ready     | TestControllerNotReadyWithoutAPIServer |
 //	|      portico-controller (its caches synced)          | again once it answers                              |      |
+//	| [29.5] the controller's Deployment deleted (helm   | the garbage collector deletes the leader-election   | TestControllerLeaseGoneWithDeployment; e2e/suites/install TestInstall (no Lease left) |
+//	|      uninstall); a Lease left ownerless by an older | Lease (owned by the Deployment); the older Lease    |      |
+//	|      version                                       | gets the owner at the next start                   |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
