@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 // ownLease makes the controller's Deployment (ns/deployment) the owner of its leader-election
@@ -62,4 +63,46 @@ func ownLease(ctx context.Context, cs kubernetes.Interface, ns, lease, deploymen
 		return nil
 	}
 	return fmt.Errorf("the leader-election Lease %s/%s kept changing while its owner was set", ns, lease)
+}
+
+// ownedLeaseLock is client-go's Lease lock whose Create gives the Lease its owner, the
+// controller's Deployment as it is at that moment: a Lease deleted under a running
+// controller (the garbage collector acting on an uninstall's foreground deletion before the
+// pods stop) is created again only while the Deployment exists, and then owned by it.
+type ownedLeaseLock struct {
+	*resourcelock.LeaseLock
+	cs         kubernetes.Interface
+	deployment string
+}
+
+// newOwnedLeaseLock is the leader-election lock of cfg's Lease, held under identity, owned by
+// cfg's Deployment.
+func newOwnedLeaseLock(cs kubernetes.Interface, ns, lease, deployment, identity string) *ownedLeaseLock {
+	return &ownedLeaseLock{
+		LeaseLock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: lease},
+			Client:     cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+		},
+		cs: cs, deployment: deployment,
+	}
+}
+
+func (l *ownedLeaseLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	ns := l.LeaseMeta.Namespace
+	d, err := l.cs.AppsV1().Deployments(ns).Get(ctx, l.deployment, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading Deployment %s/%s, the owner of the Lease to create: %w", ns, l.deployment, err)
+	}
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: l.LeaseMeta.Name, Namespace: ns, Labels: l.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID}}},
+		Spec: resourcelock.LeaderElectionRecordToLeaseSpec(&ler),
+	}
+	if _, err := l.Client.Leases(ns).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// The embedded lock updates the object its last Get read.
+	_, _, err = l.LeaseLock.Get(ctx)
+	return err
 }

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -41,6 +44,7 @@ func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], re
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	var lock resourcelock.Interface
 	if cfg.LeaderElect && cfg.Deployment != "" {
 		cs, err := kubernetes.NewForConfig(restCfg)
 		if err != nil {
@@ -49,6 +53,11 @@ func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], re
 		if err := ownLease(ctx, cs, cfg.LeaderElectionNamespace, cfg.LeaderElectionID, cfg.Deployment); err != nil {
 			return nil, err
 		}
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("leader-election identity: %w", err)
+		}
+		lock = newOwnedLeaseLock(cs, cfg.LeaderElectionNamespace, cfg.LeaderElectionID, cfg.Deployment, host+"_"+string(uuid.NewUUID()))
 	}
 	lease, renew, retry := cfg.LeaderElectionLease.Duration, cfg.LeaderElectionRenew.Duration, cfg.LeaderElectionRetry.Duration
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
@@ -59,11 +68,13 @@ func NewManager(ctx context.Context, cfg config.Controller[registry.Configs], re
 		LeaderElectionNamespace:       cfg.LeaderElectionNamespace,
 		LeaderElectionResourceLock:    "leases",
 		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &lease,
-		RenewDeadline:                 &renew,
-		RetryPeriod:                   &retry,
-		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
-		HealthProbeBindAddress:        cfg.HealthProbeBindAddress,
+		// With a Deployment, a lock that creates the Lease owned by it (the durations apply).
+		LeaderElectionResourceLockInterface: lock,
+		LeaseDuration:                       &lease,
+		RenewDeadline:                       &renew,
+		RetryPeriod:                         &retry,
+		Metrics:                             metricsserver.Options{BindAddress: cfg.MetricsBindAddress},
+		HealthProbeBindAddress:              cfg.HealthProbeBindAddress,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)

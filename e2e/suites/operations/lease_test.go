@@ -24,7 +24,8 @@ import (
 // TestControllerLeaseGoneWithDeployment: portico-controller's leader-election Lease is owned by
 // its Deployment, so deleting the Deployment (helm uninstall, a GitOps prune) lets the real
 // garbage collector delete the Lease, while the Lease of a running controller stays and is
-// held. A Lease an earlier version left without an owner gets one at the next start. Before
+// held (and, deleted under it, is created again with its owner). A Lease an earlier version
+// left without an owner gets one at the next start. Before
 // the fix the controller created the Lease with no owner and `helm uninstall` left it behind.
 func TestControllerLeaseGoneWithDeployment(t *testing.T) {
 	c := cluster.StartForTest(t, cluster.Options{Controllers: append([]string{"garbagecollector"}, cluster.DefaultControllers...)})
@@ -84,6 +85,14 @@ func TestControllerLeaseGoneWithDeployment(t *testing.T) {
 	// A new installation: the controller creates its Lease with the owner.
 	deployment("portico-controller")
 	m := start("portico-controller", "portico-controller")
+	heldAndOwned("portico-controller", "portico-controller")
+
+	// The Lease deleted under the running leader (as the garbage collector does when an
+	// uninstall deletes the Deployment in the foreground before the pods stop): the controller
+	// creates it again only with its owner.
+	if err := cs.CoordinationV1().Leases(ns).Delete(ctx, "portico-controller", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	heldAndOwned("portico-controller", "portico-controller")
 
 	// An upgrade from a version that made the Lease without an owner.
