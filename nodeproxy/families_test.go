@@ -151,4 +151,3 @@ func TestFollowNodeFamilies(t *testing.T) {
 		t.Errorf("the IPv4 rules went with the IPv6 ones")
 	}
 }
-
