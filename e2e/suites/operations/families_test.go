@@ -3,6 +3,7 @@ package operations_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -31,7 +32,9 @@ import (
 // (as a kubelet or cloud controller that reports it late would) and the test waits, with the
 // same agent process, for a client's IPv6 requests to the IPv6 ClusterIP and to the node's
 // IPv6 address on the NodePort to reach the pod, and for the Service's health check to count
-// the pod's IPv6 address as a local endpoint too.
+// the pod's IPv6 address as a local endpoint too. Then the Node loses its IPv6 address again:
+// while the pod (with its IPv6 endpoint) is on the node the IPv6 rules stay; once it is deleted
+// they go, and the IPv4 rules stay.
 //
 // On d6507e1 the agent kept programming IPv4 only: no IPv6 rules appeared and the IPv6
 // requests timed out (the wait fails after 60 s; the health check stayed at 1 local endpoint).
@@ -81,7 +84,7 @@ func TestFamiliesFollowNode(t *testing.T) {
 			}
 
 			p, err := node.Start(env.Agent, "--kubeconfig="+env.Kubeconfig, "--hostname-override="+node.Name,
-				"--proxy-mode="+mode, "--iptables-min-sync-period=100ms",
+				"--proxy-mode="+mode, "--iptables-sync-period=5s", "--iptables-min-sync-period=100ms",
 				"--healthz-bind-address=0", "--metrics-bind-address=0", "-v=1")
 			if err != nil {
 				t.Fatal(err)
@@ -140,6 +143,35 @@ func TestFamiliesFollowNode(t *testing.T) {
 			if !strings.Contains(p.Output(), `"IP families follow the Node's addresses"`) {
 				t.Errorf("the change of families is not logged\n%s", logTail())
 			}
+
+			// The Node's status loses its IPv6 address while the pod still has one: the IPv6
+			// rules stay (two full syncs later, one surely after the update reached the agent).
+			fullSyncs := func() int { return strings.Count(p.Output(), `"Synced" full=true`) }
+			before := fullSyncs()
+			familiesSetNode(t, env, node, node.Addr)
+			wait.For(t, 60*time.Second, "two full syncs after the Node lost its IPv6 address", func() error {
+				if n := fullSyncs() - before; n < 2 {
+					return fmt.Errorf("%d full syncs", n)
+				}
+				return nil
+			}, logTail)
+			if err := familiesReach(ctx, client, netip.AddrPortFrom(cip6, 80), pod.Name); err != nil {
+				t.Errorf("IPv6 no longer served while the pod has an IPv6 endpoint here: %v\n%s", err, logTail())
+			}
+			// The pod goes: the next full sync (every --iptables-sync-period) removes the IPv6
+			// rules and keeps the IPv4 ones.
+			if err := env.Cluster.ForceDelete(ctx, ns, podObj.Name); err != nil {
+				t.Fatal(err)
+			}
+			wait.For(t, 60*time.Second, "the IPv6 rules removed, the IPv4 ones kept", func() error {
+				if rules := familiesIPv6Rules(ctx, node, mode); rules != "" {
+					return fmt.Errorf("IPv6 rules left: %s", rules)
+				}
+				if !familiesIPv4Rules(ctx, node, mode) {
+					return errors.New("the IPv4 rules went too")
+				}
+				return nil
+			}, logTail)
 		})
 	}
 }
@@ -223,6 +255,17 @@ func familiesLocalEndpoints(ctx context.Context, h *netlab.Host, hc netip.AddrPo
 		return 0, fmt.Errorf("health check %s answered %s: %w", hc, resp.Status, err)
 	}
 	return body.LocalEndpoints, nil
+}
+
+// familiesIPv4Rules reports whether the agent's IPv4 rules are in the node's netfilter: table ip
+// portico (nftables), chain PTC-SERVICES in iptables-save's nat table (iptables).
+func familiesIPv4Rules(ctx context.Context, n *netlab.Node, mode string) bool {
+	if mode == "nftables" {
+		_, err := n.Exec(ctx, "nft", "list", "table", "ip", "portico")
+		return err == nil
+	}
+	out, err := n.Exec(ctx, "iptables-save", "-t", "nat")
+	return err == nil && strings.Contains(string(out), ":PTC-SERVICES ")
 }
 
 // familiesIPv6Rules is what the agent holds in the node's IPv6 netfilter in mode: table ip6
