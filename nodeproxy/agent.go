@@ -287,9 +287,9 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 		})
 	}
 	hcServers := healthcheck.NewServers(a.log.WithName("healthcheck"), healthcheck.Options{
-		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
+		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families, Addresses: proxier.HealthCheckAddresses})
 	stops.push(hcServers.Close)
-	a.loop.consumers = []Consumer{proxier, hcServers}
+	a.loop.consumers = []Consumer{&followNode{dataplane: proxier, forget: a.health.ForgetFamily}, hcServers}
 	if a.cfg.Membership.Enabled {
 		leave, err := a.startMembership(ctx)
 		if err != nil {
@@ -310,10 +310,11 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 }
 
 // dataplane is what the agent needs of a --proxy-mode's programmer: a consumer of the sync
-// loop that says which families it programs and where health checks listen.
+// loop that says which families it programs (and changes them: families.go) and where health
+// checks listen.
 type dataplane interface {
 	Consumer
-	Families() []rules.Family
+	familyProgrammer
 	HealthCheckAddresses() []netip.Addr
 }
 
@@ -343,7 +344,9 @@ func (a *agent) dataplane() (dataplane, error) {
 	if err != nil {
 		return nil, err
 	}
-	return netfilter.New(a.netfilterOptions(nfs)), nil
+	opts := a.netfilterOptions(nfs)
+	opts.NewNetfilter = a.netfilter
+	return netfilter.New(opts), nil
 }
 
 // netfilterOptions are the proxier's options from the agent's configuration.
@@ -450,40 +453,23 @@ func (a *agent) syncUntilDone(ctx context.Context) {
 	}
 }
 
-// families are the IP families this node has addresses of (IPv4 when the Node is not known).
+// families are the IP families to program at start: those of the Node's addresses, IPv4 when
+// the Node is unknown or has none (families.go: they follow the Node from then on).
 func (a *agent) families() []rules.Family {
-	want := map[rules.Family]bool{rules.IPv4: true}
-	if n := a.tracker.Store().Node(); n != nil {
-		want = map[rules.Family]bool{}
-		for _, ad := range n.Status.Addresses {
-			if ip, err := netip.ParseAddr(ad.Address); err == nil && (ad.Type == corev1.NodeInternalIP || ad.Type == corev1.NodeExternalIP) {
-				want[familyOf(ip)] = true
-			}
-		}
-		if len(want) == 0 {
-			want[rules.IPv4] = true
-		}
-	} else {
-		a.log.Info("Node not found; programming IPv4 only", "node", a.cfg.NodeName)
+	n := a.tracker.Store().Node()
+	fams := nodeFamilies(n)
+	if len(fams) == 0 {
+		a.log.Info("Node unknown or without addresses; programming IPv4 until it has some", "node", a.cfg.NodeName, "found", n != nil)
+		fams = []rules.Family{rules.IPv4}
 	}
-	var out []rules.Family
-	for _, f := range []rules.Family{rules.IPv4, rules.IPv6} {
-		if want[f] {
-			out = append(out, f)
-		}
-	}
-	return out
+	return fams
 }
 
 // netfilters creates the iptables seams for fams.
 func (a *agent) netfilters(fams []rules.Family) (map[rules.Family]netfilter.Netfilter, error) {
 	out := map[rules.Family]netfilter.Netfilter{}
 	for _, fam := range fams {
-		bin := a.cfg.IPTablesPath
-		if fam == rules.IPv6 {
-			bin = a.cfg.IP6TablesPath
-		}
-		nf, err := netfilter.NewExec(fam, bin)
+		nf, err := a.netfilter(fam)
 		if err != nil {
 			return nil, err
 		}
@@ -492,11 +478,13 @@ func (a *agent) netfilters(fams []rules.Family) (map[rules.Family]netfilter.Netf
 	return out, nil
 }
 
-func familyOf(ip netip.Addr) rules.Family {
-	if ip.Is4() || ip.Is4In6() {
-		return rules.IPv4
+// netfilter creates the iptables seam of fam.
+func (a *agent) netfilter(fam rules.Family) (netfilter.Netfilter, error) {
+	bin := a.cfg.IPTablesPath
+	if fam == rules.IPv6 {
+		bin = a.cfg.IP6TablesPath
 	}
-	return rules.IPv6
+	return netfilter.NewExec(fam, bin)
 }
 
 // nodeEligible is false when the node is unknown or being deleted (KEP-3836), so that load

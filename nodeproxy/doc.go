@@ -112,6 +112,20 @@
 // --membership-restart-hold instead of leaving (membership.Restart; agent.go's exitHoldFor says
 // when it does not), so that the VIPs it announces do not move while it restarts.
 //
+// # IP families
+//
+// The families programmed follow the Node's InternalIP and ExternalIP addresses without a
+// restart (families.go): at start those of the Node as cached (IPv4 while it is unknown or has
+// no address), then, on every full sync (every change of the Node's addresses is one), a family
+// the Node gained is programmed at once and a family it lost is removed (nftables: its table
+// deleted; iptables: its PTC- chains and jumps) only when the Node still lists addresses, none
+// of that family, and no pod on the node has an endpoint of it. A Node update listing no
+// address at all changes nothing, and a family some pod here still uses keeps its rules until
+// the first full sync after its last local endpoint went: a transient status update does not
+// tear down a family that serves traffic. The health-check servers count the local endpoints
+// of the families programmed; /healthz forgets a removed family. A family that cannot be
+// added (iptables mode without ip6tables) is logged, and retried on every full sync.
+//
 // Each proxier observes portico_agent_network_programming_duration_seconds (kube-proxy's network
 // programming latency) per family once that family's rules are programmed, from the trigger
 // times the tracker took with the changes (tracker.Trigger, State.Triggers); a failed sync's

@@ -79,6 +79,14 @@ func (h *ProxyHealth) FamilySynced(f rules.Family, err error) {
 	}
 }
 
+// ForgetFamily drops family f's record: the agent no longer programs it (its Node lost every
+// address of it), so its past failures no longer count and /healthz no longer lists it.
+func (h *ProxyHealth) ForgetFamily(f rules.Family) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.families, f)
+}
+
 // familyStatus reports each family's health: a family is unhealthy once its syncs have been
 // failing for longer than the timeout.
 func (h *ProxyHealth) familyStatus() (map[string]any, bool) {

@@ -39,7 +39,7 @@ type Servers struct {
 	// bindFailed reports a port that cannot be opened, once until it opens (nil: log only).
 	bindFailed func(svc types.NamespacedName, port uint16, err error)
 	// families are the IP families whose endpoints count; addresses tells where to listen.
-	families  []rules.Family
+	families  func() []rules.Family
 	addresses func() []netip.Addr
 	// byService is what each tracked Service's health check reports.
 	byService map[types.NamespacedName]healthCheck
@@ -75,8 +75,9 @@ type Options struct {
 	Healthy func() bool
 	// BindFailed reports a port that cannot be opened, once until it opens (nil: log only).
 	BindFailed func(svc types.NamespacedName, port uint16, err error)
-	// Families are the IP families whose local endpoints count (those the agent programs).
-	Families []rules.Family
+	// Families tells, on every sync, the IP families whose local endpoints count: those the
+	// agent programs, which follow the Node's addresses (nil: IPv4).
+	Families func() []rules.Family
 	// Addresses tells, on every sync, where the servers listen: nil for every address (see
 	// netfilter.Proxier.HealthCheckAddresses). Nil Addresses: every address.
 	Addresses func() []netip.Addr
@@ -88,7 +89,11 @@ func NewServers(log logr.Logger, opts Options) *Servers {
 	if addresses == nil {
 		addresses = func() []netip.Addr { return nil }
 	}
-	return &Servers{log: log, healthy: opts.Healthy, bindFailed: opts.BindFailed, families: opts.Families, addresses: addresses,
+	families := opts.Families
+	if families == nil {
+		families = func() []rules.Family { return []rules.Family{rules.IPv4} }
+	}
+	return &Servers{log: log, healthy: opts.Healthy, bindFailed: opts.BindFailed, families: families, addresses: addresses,
 		byService: map[types.NamespacedName]healthCheck{}, servers: map[uint16]*serviceHealthServer{}, failing: map[uint16]bool{}}
 }
 
@@ -130,7 +135,7 @@ func (s *Servers) healthCheckOf(key types.NamespacedName, svc *corev1.Service, s
 	ips := map[netip.Addr]bool{}
 	found := false
 	var port uint16
-	for _, fam := range s.families {
+	for _, fam := range s.families() {
 		for _, sp := range serviceports.ServicePorts(svc, slices, node, fam) {
 			if sp.HealthCheckNodePort == 0 {
 				continue

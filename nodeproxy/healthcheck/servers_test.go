@@ -182,7 +182,7 @@ func TestServersSyncCountsLocalReadyEndpoints(t *testing.T) {
 			{Addresses: []string{"198.19.2.2"}, NodeName: &there},
 		},
 	})
-	s := NewServers(logr.Discard(), Options{Healthy: func() bool { return true }, Families: []rules.Family{rules.IPv4},
+	s := NewServers(logr.Discard(), Options{Healthy: func() bool { return true }, Families: func() []rules.Family { return []rules.Family{rules.IPv4} },
 		Addresses: func() []netip.Addr { return []netip.Addr{netip.MustParseAddr("127.0.0.1")} }})
 	defer s.Close()
 	sync := func(full bool, changed ...types.NamespacedName) {

@@ -36,26 +36,49 @@ type Families struct {
 	States  []*FamilyState
 	synced  func(rules.Family, error)
 	metrics *FamilyMetrics
+	opts    FamilyOptions // for the states of families added later (Set)
 }
 
 // NewFamilies returns the Families of the families listed in want (IPv4 first, whatever
 // want's order), recording into m.
 func NewFamilies(want []rules.Family, o FamilyOptions, m *FamilyMetrics) *Families {
-	fs := &Families{synced: o.FamilySynced, metrics: m}
+	fs := &Families{synced: o.FamilySynced, metrics: m, opts: o}
 	if fs.synced == nil {
 		fs.synced = func(rules.Family, error) {}
 	}
-	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
-		if !slices.Contains(want, fam) {
-			continue
-		}
-		fs.States = append(fs.States, &FamilyState{
-			Family:  fam,
-			npCIDRs: FamilyPrefixes(o.NodePortCIDRs, fam), npPrimary: o.NodePortPrimary,
-			ct: o.Conntrack, metrics: m,
-		})
-	}
+	fs.Set(want)
 	return fs
+}
+
+// Set makes the families those listed in want (IPv4 first): a family kept keeps its state, a
+// new one gets a fresh state (its first sync is full), a family not listed is dropped. It
+// reports the families added and removed. The Proxier keeps its per-family state in step
+// (States' order) and removes a dropped family's rules from the kernel.
+func (fs *Families) Set(want []rules.Family) (added, removed []rules.Family) {
+	var next []*FamilyState
+	for _, fam := range []rules.Family{rules.IPv4, rules.IPv6} {
+		i := slices.IndexFunc(fs.States, func(s *FamilyState) bool { return s.Family == fam })
+		switch {
+		case slices.Contains(want, fam) && i >= 0:
+			next = append(next, fs.States[i])
+		case slices.Contains(want, fam):
+			added = append(added, fam)
+			next = append(next, &FamilyState{
+				Family:  fam,
+				npCIDRs: FamilyPrefixes(fs.opts.NodePortCIDRs, fam), npPrimary: fs.opts.NodePortPrimary,
+				ct: fs.opts.Conntrack, metrics: fs.metrics,
+			})
+		case i >= 0:
+			removed = append(removed, fam)
+		}
+	}
+	fs.States = next
+	return added, removed
+}
+
+// Index is the index of family f in States (-1: not programmed).
+func (fs *Families) Index(f rules.Family) int {
+	return slices.IndexFunc(fs.States, func(s *FamilyState) bool { return s.Family == f })
 }
 
 // List returns the families, IPv4 first.

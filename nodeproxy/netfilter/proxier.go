@@ -2,8 +2,10 @@ package netfilter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +36,9 @@ type Options struct {
 	// Netfilters are the iptables of each family to program; a family without one is left
 	// alone. Required.
 	Netfilters map[rules.Family]Netfilter
+	// NewNetfilter creates the iptables of a family added later (SetFamilies); nil: no family
+	// can be added.
+	NewNetfilter func(rules.Family) (Netfilter, error)
 	// Conntrack deletes stale UDP entries after a sync; nil skips that.
 	Conntrack Conntrack
 	// Registerer registers the Proxier's metrics; nil registers nothing.
@@ -49,15 +54,19 @@ type Options struct {
 // with package rules and applying one iptables-restore per sync. It is a consumer of the
 // agent's sync loop.
 type Proxier struct {
+	opts     Options
 	shared   *Families
 	families []*familyProxier // one per shared.States, in that order
 	metrics  *Metrics
 	latency  *tracker.ProgrammingLatency
+	// dropped are the families SetFamilies removed whose rules are still in the kernel: the
+	// next Sync removes them.
+	dropped map[rules.Family]Netfilter
 }
 
 // New returns a Proxier for opts.Netfilters' families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: NewMetrics(opts.Registerer), latency: opts.Latency}
+	p := &Proxier{opts: opts, metrics: NewMetrics(opts.Registerer), latency: opts.Latency, dropped: map[rules.Family]Netfilter{}}
 	var want []rules.Family
 	for fam, nf := range opts.Netfilters {
 		if nf != nil {
@@ -67,17 +76,80 @@ func New(opts Options) *Proxier {
 	p.shared = NewFamilies(want, FamilyOptions{NodePortCIDRs: opts.NodePortCIDRs, NodePortPrimary: opts.NodePortPrimary,
 		Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced}, p.metrics.family)
 	for _, s := range p.shared.States {
-		p.families = append(p.families, &familyProxier{
-			FamilyState: s, nf: opts.Netfilters[s.Family], metrics: p.metrics,
-			baseCfg: rules.Config{
-				Family:         s.Family,
-				MasqueradeMark: 1 << opts.MasqueradeBit,
-				MasqueradeAll:  opts.MasqueradeAll,
-				ClusterCIDRs:   FamilyPrefixes(opts.ClusterCIDRs, s.Family),
-			},
-		})
+		p.families = append(p.families, p.newFamily(s, opts.Netfilters[s.Family]))
 	}
 	return p
+}
+
+func (p *Proxier) newFamily(s *FamilyState, nf Netfilter) *familyProxier {
+	return &familyProxier{
+		FamilyState: s, nf: nf, metrics: p.metrics,
+		baseCfg: rules.Config{
+			Family:         s.Family,
+			MasqueradeMark: 1 << p.opts.MasqueradeBit,
+			MasqueradeAll:  p.opts.MasqueradeAll,
+			ClusterCIDRs:   FamilyPrefixes(p.opts.ClusterCIDRs, s.Family),
+		},
+	}
+}
+
+// SetFamilies makes the Proxier program the families in want from the next Sync on: a new
+// family starts with a full sync, a family no longer wanted has its rules (chains and jumps,
+// as Cleanup) removed by the next Sync, retried until that succeeds. It fails, changing
+// nothing, when a new family's iptables cannot be set up (Options.NewNetfilter).
+func (p *Proxier) SetFamilies(want []rules.Family) error {
+	nfs := map[rules.Family]Netfilter{}
+	for _, fam := range want {
+		if p.shared.Index(fam) >= 0 {
+			continue
+		}
+		nf := p.dropped[fam] // back before its rules were removed
+		if nf == nil {
+			if p.opts.NewNetfilter == nil {
+				return fmt.Errorf("cannot program %s: no iptables for it", fam)
+			}
+			var err error
+			if nf, err = p.opts.NewNetfilter(fam); err != nil {
+				return fmt.Errorf("cannot program %s: %w", fam, err)
+			}
+		}
+		nfs[fam] = nf
+	}
+	old := p.families
+	_, removed := p.shared.Set(want)
+	p.families = nil
+	for _, s := range p.shared.States {
+		if i := slices.IndexFunc(old, func(f *familyProxier) bool { return f.FamilyState == s }); i >= 0 {
+			p.families = append(p.families, old[i])
+			continue
+		}
+		p.families = append(p.families, p.newFamily(s, nfs[s.Family]))
+		delete(p.dropped, s.Family)
+	}
+	for _, f := range old {
+		if slices.Contains(removed, f.Family) {
+			p.dropped[f.Family] = f.nf
+		}
+	}
+	return nil
+}
+
+// removeDropped removes the rules of the families SetFamilies dropped; a family that fails is
+// tried again on the next Sync.
+func (p *Proxier) removeDropped(ctx context.Context) error {
+	var errs []error
+	for fam, nf := range p.dropped {
+		if err := cleanupFamily(ctx, nf); err != nil {
+			errs = append(errs, fmt.Errorf("removing the %s rules: %w", fam, err))
+			continue
+		}
+		delete(p.dropped, fam)
+		for _, table := range []string{rules.TableNAT, rules.TableFilter} {
+			p.metrics.rules.DeleteLabelValues(fam.String(), table)
+		}
+		logr.FromContextOrDiscard(ctx).Info("Removed the rules of a family no longer programmed", "family", fam.String())
+	}
+	return errors.Join(errs...)
 }
 
 // Name names the consumer in logs.
@@ -89,12 +161,14 @@ func (p *Proxier) Families() []rules.Family { return p.shared.List() }
 // HealthCheckAddresses is where healthCheckNodePorts listen (Families.HealthCheckAddresses).
 func (p *Proxier) HealthCheckAddresses() []netip.Addr { return p.shared.HealthCheckAddresses() }
 
-// Sync brings every family's rules up to date with st: the changed Services only, or all of
-// them when st.Full (or when a family's last restore failed). Every family is attempted; the
-// error joins the failed ones', and the loop answers it with a full sync.
+// Sync first removes the rules of the families SetFamilies dropped, then brings every family's
+// rules up to date with st: the changed Services only, or all of them when st.Full (or when a
+// family's last restore failed). Every family is attempted; the error joins the failed ones',
+// and the loop answers it with a full sync.
 func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 	log := logr.FromContextOrDiscard(ctx)
-	return p.shared.Sync(func(i int) (NoLocal, error) {
+	dropErr := p.removeDropped(ctx)
+	return errors.Join(dropErr, p.shared.Sync(func(i int) (NoLocal, error) {
 		f := p.families[i]
 		res, err := f.sync(ctx, st)
 		if err != nil {
@@ -113,7 +187,7 @@ func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 		p.metrics.rules.WithLabelValues(f.Family.String(), rules.TableFilter).Set(float64(res.filt))
 		log.V(1).Info("Programmed rules", "family", f.Family.String(), "full", res.full, "chainsWritten", res.chainsWritten)
 		return NoLocal{External: res.noLocalExternal, Internal: res.noLocalInternal}, nil
-	})
+	}))
 }
 
 // familyProxier holds one IP family's state: the rendered service ports and what the last

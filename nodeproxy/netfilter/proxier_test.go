@@ -232,3 +232,71 @@ func TestHealthCheckAddresses(t *testing.T) {
 		t.Errorf("restricted to no local address: %v, want none (not nil)", got)
 	}
 }
+
+// TestSetFamilies: a family added is programmed (full) at the next sync and its health-check
+// addresses join; one that cannot be set up changes nothing; a family dropped has its chains
+// and jumps removed at the next sync, the other family's kept.
+func TestSetFamilies(t *testing.T) {
+	ctx := context.Background()
+	ip4, ip6 := netfiltertest.New(), netfiltertest.New()
+	fail := true
+	p := netfilter.New(netfilter.Options{MasqueradeBit: 12,
+		NodePortCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.255.254/32")}, // IPv4 restricted to no local address
+		Netfilters:    map[rules.Family]netfilter.Netfilter{rules.IPv4: ip4},
+		NewNetfilter: func(rules.Family) (netfilter.Netfilter, error) {
+			if fail {
+				return nil, errors.New("no ip6tables")
+			}
+			return ip6, nil
+		}})
+	c := newCluster()
+	c.service("web", "198.18.0.10", "198.19.1.2")
+	if err := p.Sync(ctx, c.state(t, true)); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.HealthCheckAddresses(); got == nil || len(got) != 0 {
+		t.Fatalf("IPv4 restricted to no local address: %v, want none", got)
+	}
+	both := []rules.Family{rules.IPv4, rules.IPv6}
+	if err := p.SetFamilies(both); err == nil || !strings.Contains(err.Error(), "no ip6tables") {
+		t.Fatalf("SetFamilies without ip6tables: %v", err)
+	}
+	if got := p.Families(); !slices.Equal(got, []rules.Family{rules.IPv4}) {
+		t.Fatalf("families after a failed SetFamilies: %v", got)
+	}
+	fail = false
+	if err := p.SetFamilies(both); err != nil {
+		t.Fatal(err)
+	}
+	// A partial sync: the new family's first one is full all the same.
+	if err := p.Sync(ctx, c.state(t, false)); err != nil {
+		t.Fatal(err)
+	}
+	if rs, ok := ip6.Chain(rules.TableNAT, "PTC-SERVICES"); !ok || len(rs) == 0 {
+		t.Errorf("IPv6 not programmed after SetFamilies: PTC-SERVICES %q", rs)
+	}
+	if got := p.HealthCheckAddresses(); !slices.Equal(got, []netip.Addr{netip.IPv6Unspecified()}) {
+		t.Errorf("health-check addresses with IPv6 (unrestricted) added: %v, want [::]", got)
+	}
+	if err := p.SetFamilies([]rules.Family{rules.IPv4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Sync(ctx, c.state(t, false)); err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := ip6.Save(ctx)
+	if owned := saved.OwnedChains(); len(owned[rules.TableNAT])+len(owned[rules.TableFilter]) != 0 {
+		t.Errorf("IPv6 chains left after the family was dropped: %v", owned)
+	}
+	for _, j := range rules.Jumps() {
+		if saved.HasJump(j) {
+			t.Errorf("IPv6 jump left: %v", j)
+		}
+	}
+	if _, ok := ip4.Chain(rules.TableNAT, "PTC-SERVICES"); !ok {
+		t.Error("the IPv4 chains went too")
+	}
+	if got := p.HealthCheckAddresses(); got == nil || len(got) != 0 {
+		t.Errorf("health-check addresses after IPv6 was dropped: %v, want none", got)
+	}
+}

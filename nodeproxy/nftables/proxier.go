@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -27,7 +28,8 @@ type Options struct {
 	NodePortPrimary bool
 	MasqueradeAll   bool
 	MasqueradeBit   int
-	// Families are the IP families to program (the table of a family not listed is left alone).
+	// Families are the IP families to program at first (the table of a family not listed is left
+	// alone); Proxier.SetFamilies changes them.
 	Families []rules.Family
 	// Conntrack deletes stale UDP entries after a sync; nil skips that.
 	Conntrack netfilter.Conntrack
@@ -44,27 +46,79 @@ type Options struct {
 // is a consumer of the agent's sync loop, like netfilter.Proxier, and shares its bookkeeping
 // (netfilter.Families).
 type Proxier struct {
+	opts     Options
 	shared   *netfilter.Families
 	families []*familyProxier // one per shared.States, in that order
 	metrics  *metrics
 	latency  *tracker.ProgrammingLatency
 	conns    *conns // shared by the families
+	gens     *genTracker
+	// dropped are the families SetFamilies removed whose table is still in the kernel: the
+	// next Sync deletes it.
+	dropped map[rules.Family]bool
 }
 
 // New returns a Proxier for opts.Families (IPv4 first).
 func New(opts Options) *Proxier {
-	p := &Proxier{metrics: newMetrics(opts.Registerer), latency: opts.Latency, conns: &conns{}}
-	gens := &genTracker{conns: p.conns, clean: map[rules.Family]bool{}}
+	p := &Proxier{opts: opts, metrics: newMetrics(opts.Registerer), latency: opts.Latency, conns: &conns{},
+		dropped: map[rules.Family]bool{}}
+	p.gens = &genTracker{conns: p.conns, clean: map[rules.Family]bool{}}
 	p.shared = netfilter.NewFamilies(opts.Families, netfilter.FamilyOptions{NodePortCIDRs: opts.NodePortCIDRs,
 		NodePortPrimary: opts.NodePortPrimary, Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced}, p.metrics.family)
 	for _, s := range p.shared.States {
-		p.families = append(p.families, &familyProxier{
-			FamilyState: s, fam: familyOf(s.Family), metrics: p.metrics, gens: gens,
-			base: config{fam: familyOf(s.Family), mark: 1 << opts.MasqueradeBit, masqueradeAll: opts.MasqueradeAll,
-				clusterCIDRs: netfilter.FamilyPrefixes(opts.ClusterCIDRs, s.Family)},
-		})
+		p.families = append(p.families, p.newFamily(s))
 	}
 	return p
+}
+
+func (p *Proxier) newFamily(s *netfilter.FamilyState) *familyProxier {
+	return &familyProxier{
+		FamilyState: s, fam: familyOf(s.Family), metrics: p.metrics, gens: p.gens,
+		base: config{fam: familyOf(s.Family), mark: 1 << p.opts.MasqueradeBit, masqueradeAll: p.opts.MasqueradeAll,
+			clusterCIDRs: netfilter.FamilyPrefixes(p.opts.ClusterCIDRs, s.Family)},
+	}
+}
+
+// SetFamilies makes the Proxier program the families in want from the next Sync on: a new
+// family starts with a full sync (its table written whole), a family no longer wanted has its
+// table deleted by the next Sync, retried until that succeeds. It cannot fail.
+func (p *Proxier) SetFamilies(want []rules.Family) error {
+	old := p.families
+	_, removed := p.shared.Set(want)
+	p.families = nil
+	for _, s := range p.shared.States {
+		if i := slices.IndexFunc(old, func(f *familyProxier) bool { return f.FamilyState == s }); i >= 0 {
+			p.families = append(p.families, old[i])
+			continue
+		}
+		p.families = append(p.families, p.newFamily(s))
+		delete(p.dropped, s.Family)
+	}
+	for _, fam := range removed {
+		p.dropped[fam] = true
+		delete(p.gens.clean, fam)
+	}
+	return nil
+}
+
+// removeDropped deletes the tables of the families SetFamilies dropped; on failure they are
+// tried again on the next Sync.
+func (p *Proxier) removeDropped(ctx context.Context) error {
+	if len(p.dropped) == 0 {
+		return nil
+	}
+	var fams []nftables.TableFamily
+	var names []string
+	for fam := range p.dropped {
+		fams = append(fams, familyOf(fam).table)
+		names = append(names, fam.String())
+	}
+	if err := deleteTables(fams...); err != nil {
+		return fmt.Errorf("deleting the table of %v: %w", names, err)
+	}
+	clear(p.dropped)
+	logr.FromContextOrDiscard(ctx).Info("Removed the table of a family no longer programmed", "families", names, "table", TableName)
+	return nil
 }
 
 // Close closes the Proxier's netlink connections (kept open between syncs; see conns). A
@@ -77,12 +131,14 @@ func (p *Proxier) Name() string { return "nftables" }
 // Families are the IP families the Proxier programs.
 func (p *Proxier) Families() []rules.Family { return p.shared.List() }
 
-// Sync brings every family's table up to date with st: the changed Services only, or all of
-// them when st.Full (or when a family's last transaction failed). Every family is attempted;
-// the error joins the failed ones'.
+// Sync first deletes the tables of the families SetFamilies dropped, then brings every
+// family's table up to date with st: the changed Services only, or all of them when st.Full (or
+// when a family's last transaction failed). Every family is attempted; the error joins the
+// failed ones'.
 func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 	log := logr.FromContextOrDiscard(ctx)
-	return p.shared.Sync(func(i int) (netfilter.NoLocal, error) {
+	dropErr := p.removeDropped(ctx)
+	return errors.Join(dropErr, p.shared.Sync(func(i int) (netfilter.NoLocal, error) {
 		f := p.families[i]
 		start := time.Now()
 		res, err := f.sync(ctx, st)
@@ -98,7 +154,7 @@ func (p *Proxier) Sync(ctx context.Context, st *tracker.State) error {
 		p.metrics.objects.WithLabelValues(f.fam.String(), kind).Add(float64(res.objects))
 		log.V(1).Info("Programmed nftables", "family", f.fam.String(), "full", res.full, "objects", res.objects, "duration", time.Since(start))
 		return netfilter.NoLocal{External: res.noLocalExternal, Internal: res.noLocalInternal}, nil
-	})
+	}))
 }
 
 // HealthCheckAddresses is where healthCheckNodePorts listen: as netfilter.Proxier's.

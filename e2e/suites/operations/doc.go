@@ -39,6 +39,12 @@
 //	|     with a pool address forged into its status     |     the same targets: announce.TestTargetsOnly-    |      |
 //	|                                                    |     PorticoClasses); a Portico VIP is answered by  |      |
 //	|                                                    |     exactly one node                               |      |
+//	| [8] the agent starts while its Node lists only an  | without a restart, in both proxy modes, the agent  | TestFamiliesFollowNode (nftables, iptables); nodeproxy: TestFollowNodeFamilies, TestNextFamilies; nodeproxy/netfilter: TestSetFamilies (unit); nodeproxy/nftables (-tags e2e): TestSetFamilies |
+//	|     IPv4 InternalIP; the Node then gains its IPv6  | programs IPv6 (about 1 s after the update): a       |      |
+//	|     address (a dual-stack Local LB Service with a  | client reaches the pod at the IPv6 ClusterIP and    |      |
+//	|     pod on the node)                               | NodePort, the health check counts both addresses;   |      |
+//	|                                                    | a family goes only when the Node has none of it and |      |
+//	|                                                    | no local pod uses it                                |      |
 //	| [9] the IAM policy grants every action on "*"       | one policy file (the chart ships it byte for byte);  | providers/aws (-tags moto): TestIAMPolicyConditionsMoto; TestIAMPolicyScoped, TestChartIAMPolicyIsTheOne, TestIAMPolicy; deploy: TestChartIAMPolicyIsDeployAWS |
 //	|     unconditioned; the chart's copy differs         | creates need the cluster tag in the request,       |      |
 //	|                                                    | changes a resource carrying it, deletes it = owned, |      |
