@@ -67,8 +67,8 @@ lint: ## gofmt, go vet, staticcheck
 
 CONFORMANCE_COLUMNS ?= portico,portico-bgp,iptables,nftables,portico-ipv6,portico-bgp-ipv6,iptables-ipv6,nftables-ipv6
 CONFORMANCE_PROCS ?= 5
-conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico (L2; the LoadBalancers specs also BGP+ECMP), kube-proxy iptables and nftables, IPv4 and IPv6; the tables go into the README (docs/conformance.md)
-	$(GO) run ./e2e/tools/conformance -selection full -columns $(CONFORMANCE_COLUMNS) -procs $(CONFORMANCE_PROCS) -readme README.md
+conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico (L2; the LoadBalancers specs also BGP+ECMP), kube-proxy iptables and nftables, IPv4 and IPv6; the tables go into docs/conformance.md
+	$(GO) run ./e2e/tools/conformance -selection full -columns $(CONFORMANCE_COLUMNS) -procs $(CONFORMANCE_PROCS) -doc docs/conformance.md
 
 DEMO ?= baremetal
 demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator; DEMO=cluster: helm install on a cluster of real kubelets (no kube-proxy), VIP from the LAN, helm upgrade under traffic, uninstall
