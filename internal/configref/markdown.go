@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/providers/registry"
 )
@@ -173,5 +171,3 @@ func cell(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	return strings.ReplaceAll(s, "|", `\|`)
 }
-
-var _ = pflag.ContinueOnError
