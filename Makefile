@@ -17,7 +17,7 @@ CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 # VERSION is what the binaries print with --version (internal/version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: help prereqs build images chart generate test test-unit test-e2e bench bench-scale lint tools demo clean-lab conformance
+.PHONY: help prereqs build images chart generate docs test test-unit test-e2e bench bench-scale lint tools demo clean-lab conformance
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -39,6 +39,11 @@ chart: ## render the plain manifests in deploy/ (and the chart's CRDs) from the 
 
 generate: ## regenerate deepcopy code and CRD manifests (deploy/crds) from api/
 	$(GO) run $(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=deploy/crds
+
+docs: ## regenerate the generated references: docs/configuration.md (flags, chart values), docs/annotations.md, docs/aws.md's annotation table
+	$(GO) run ./internal/configref/gen
+	$(GO) test ./annotations -run TestReferenceUpToDate -update -count=1
+	$(GO) test ./providers/aws -run TestDocsTable -update -count=1
 
 tools: ## build (or find in the cache) kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy, kubelet, etcd and CoreDNS
 	$(GO) run ./e2e/tools/k8sbin
@@ -67,8 +72,8 @@ lint: ## gofmt, go vet, staticcheck
 
 CONFORMANCE_COLUMNS ?= portico,portico-bgp,iptables,nftables,portico-ipv6,portico-bgp-ipv6,iptables-ipv6,nftables-ipv6
 CONFORMANCE_PROCS ?= 5
-conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico (L2; the LoadBalancers specs also BGP+ECMP), kube-proxy iptables and nftables, IPv4 and IPv6; the tables go into the README (docs/conformance.md)
-	$(GO) run ./e2e/tools/conformance -selection full -columns $(CONFORMANCE_COLUMNS) -procs $(CONFORMANCE_PROCS) -readme README.md
+conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico (L2; the LoadBalancers specs also BGP+ECMP), kube-proxy iptables and nftables, IPv4 and IPv6; the tables go into docs/conformance.md
+	$(GO) run ./e2e/tools/conformance -selection full -columns $(CONFORMANCE_COLUMNS) -procs $(CONFORMANCE_PROCS) -doc docs/conformance.md
 
 DEMO ?= baremetal
 demo: prereqs tools ## a network lab + control plane + portico-controller and portico-agent: VIP traffic, bad input reported, clean up; DEMO=aws: an NLB and a Classic ELB in moto's AWS emulator; DEMO=cluster: helm install on a cluster of real kubelets (no kube-proxy), VIP from the LAN, helm upgrade under traffic, uninstall

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -159,6 +160,41 @@ func (f *AgentConfiguration) settings() []setting {
 	str("daemonSet", "daemonset", f.DaemonSet)
 	boolean("uninstallCleanup", "uninstall-cleanup", f.UninstallCleanup)
 	return out
+}
+
+// AgentConfigurationKey is one key of the AgentConfiguration file and the flag it stands for.
+type AgentConfigurationKey struct{ Key, Flag string }
+
+// AgentConfigurationKeys lists every key of the AgentConfiguration file with its flag, in the
+// file's order (docs/configuration.md is generated from it, package internal/configref).
+func AgentConfigurationKeys() []AgentConfigurationKey {
+	var f AgentConfiguration
+	setEveryField(reflect.ValueOf(&f).Elem())
+	var out []AgentConfigurationKey
+	for _, s := range f.settings() {
+		out = append(out, AgentConfigurationKey{Key: s.key, Flag: s.flag})
+	}
+	return out
+}
+
+// setEveryField gives every pointer and slice field of the struct v a value, recursively, so
+// that settings lists every key.
+func setEveryField(v reflect.Value) {
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Field(i)
+		if !f.CanSet() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+			if f.Elem().Kind() == reflect.Struct {
+				setEveryField(f.Elem())
+			}
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 0, 0))
+		}
+	}
 }
 
 // LoadAgentConfiguration reads and strictly decodes an AgentConfiguration file.

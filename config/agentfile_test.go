@@ -157,3 +157,27 @@ func TestAgentConfigurationStrict(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentConfigurationKeys: every key of the file is listed once, each with a flag the agent
+// has.
+func TestAgentConfigurationKeys(t *testing.T) {
+	c := DefaultAgent()
+	fs := pflag.NewFlagSet("portico-agent", pflag.ContinueOnError)
+	c.BindFlags(fs)
+	keys := AgentConfigurationKeys()
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if seen[k.Key] {
+			t.Errorf("key %s listed twice", k.Key)
+		}
+		seen[k.Key] = true
+		if fs.Lookup(k.Flag) == nil {
+			t.Errorf("key %s: no flag --%s", k.Key, k.Flag)
+		}
+	}
+	for _, want := range []string{"master", "iptables.syncPeriod", "membership.restartHold", "bgp.gracefulRestart", "daemonSet", "uninstallCleanup"} {
+		if !seen[want] {
+			t.Errorf("key %s not listed (got %v)", want, keys)
+		}
+	}
+}

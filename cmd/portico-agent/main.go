@@ -24,7 +24,7 @@ const name = "portico-agent"
 // grow by half its live size between collections instead of the runtime's default 100%. The
 // live heap is mostly the informer caches and the rendered rules, which change little between
 // syncs, so the headroom is what a lower GOGC saves; it costs more collections per allocated
-// byte (see the README's benchmark section for the measured memory and CPU).
+// byte (see docs/benchmarks.md for the measured memory and CPU).
 const gcPercent = 50
 
 func main() {

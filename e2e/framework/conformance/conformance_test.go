@@ -79,7 +79,7 @@ func TestReadReport(t *testing.T) {
 }
 
 func TestWriteBetweenMarkers(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "README.md")
+	path := filepath.Join(t.TempDir(), "conformance.md")
 	if err := os.WriteFile(path, []byte("a\n"+BeginMarker+"\nold\n"+EndMarker+"\nb\n"+BeginMarker6+"\nold6\n"+EndMarker6+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

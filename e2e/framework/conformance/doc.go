@@ -17,7 +17,7 @@
 //   - Run: ginkgo with parallel processes and e2e.test (--provider=local) in that namespace,
 //     its JSON report read into Specs;
 //   - RunColumn: a fresh cluster per column, the proxy installed, the selection run;
-//   - Table: the Markdown results table, WriteBetweenMarkers puts it into the README.
+//   - Table: the Markdown results table, WriteBetweenMarkers puts it into docs/conformance.md.
 //
 // SkipList is the skip list, one reason per entry; docs/conformance.md lists it.
 package conformance

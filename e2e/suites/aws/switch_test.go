@@ -113,7 +113,7 @@ func adoptCloudProviderAWS(t *testing.T, start func(e *env, endpoint string) *pr
 			t.Errorf("%s: after deletion moto still holds %s (%v)", name, before[name], err)
 		}
 	}
-	// Not Portico's to delete (docs/aws.md, the switch, step 6): what cloud-provider-aws made
+	// Not Portico's to delete (docs/migrate-cloud-provider-aws.md, step 6): what cloud-provider-aws made
 	// besides the load balancers.
 	t.Logf("left by cloud-provider-aws after the Services were deleted:\n%s\nnode rules: %v", e.srv.Owned(t, e.cluster), e.aws.ownedNodeRules())
 }

@@ -38,7 +38,7 @@ func TestInstallBGP(t *testing.T) {
 	ctx := t.Context()
 	t.Logf("cluster of %d nodes with CoreDNS started in %s", len(c.Nodes), c.Started.Round(time.Millisecond))
 
-	// The router: bird peering with every node (no BFD: see the README on BFD and graceful
+	// The router: bird peering with every node (no BFD: see docs/baremetal.md on BFD and graceful
 	// restart), spreading flows over the nodes by port, and a client behind it. Its neighbours
 	// are every lab node, the spare one (added later) too, as a router configured for the
 	// rack.

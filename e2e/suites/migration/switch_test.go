@@ -41,7 +41,7 @@ const (
 	routerASN    = 64513
 
 	// l2FailoverBound is one layer-2 failover of Portico: membership declares the node dead
-	// and the new announcer's gratuitous ARP lands (README, BenchmarkL2Failover: worst 746 ms
+	// and the new announcer's gratuitous ARP lands (docs/benchmarks.md, BenchmarkL2Failover: worst 746 ms
 	// over 20 trials), rounded up to a second for a loaded machine. Requests on new
 	// connections may fail for no longer than this across the switch.
 	l2FailoverBound = time.Second

@@ -2,7 +2,7 @@
 // LoadBalancers specs against Portico and, side by side, kube-proxy's iptables and nftables
 // modes, each on a fresh cluster of real kubelets (e2e/framework/conformance), IPv4 and (the
 // -ipv6 columns) IPv6-first dual-stack, and writes the results tables, one per family;
-// `make conformance` runs it as root and puts the tables into the README.
+// `make conformance` runs it as root and puts the tables into docs/conformance.md.
 package main
 
 import (
@@ -27,24 +27,25 @@ func main() {
 	procs := flag.Int("procs", 5, "parallel ginkgo processes per column")
 	concurrent := flag.Int("concurrent", 1, "columns run at the same time, each on its own cluster")
 	out := flag.String("out", "", "directory for the reports (default: a new directory in $TMPDIR)")
-	readme := flag.String("readme", "", "Markdown file whose table between the markers is replaced (e.g. README.md)")
+	doc := flag.String("doc", "", "Markdown file whose tables between the markers are replaced (make conformance: docs/conformance.md)")
+	flag.StringVar(doc, "readme", "", "the old name of -doc")
 	timeout := flag.Duration("timeout", 0, "bound each column's ginkgo run (0: the selection's own bound); specs still running then are reported as interrupted")
 	from := flag.String("from", "", "instead of running: render the table from earlier runs' -out directories, a comma list of column=dir (e.g. portico=/tmp/a,iptables=/tmp/b); column=dir+dir2 takes the specs run again in dir2 (-rerun dir) in place of dir's")
 	focus := flag.String("focus", "", "run only the specs of the selection whose full text this regular expression matches (ginkgo's --focus; the IPv6 columns then add no dual-stack specs)")
 	rerun := flag.String("rerun", "", "run again, on a fresh cluster per column, the specs that failed in the earlier run whose -out directory this is (the selection is then those specs); columns without a failure there are left out")
 	flag.Parse()
 	if *from != "" {
-		if err := render(*from, *selection, *readme); err != nil {
+		if err := render(*from, *selection, *doc); err != nil {
 			log.Fatalf("conformance: %v", err)
 		}
 		return
 	}
-	if err := run(*columns, *selection, *focus, *rerun, *procs, *concurrent, *timeout, *out, *readme); err != nil {
+	if err := run(*columns, *selection, *focus, *rerun, *procs, *concurrent, *timeout, *out, *doc); err != nil {
 		log.Fatalf("conformance: %v", err)
 	}
 }
 
-func run(columns, selection, focus, rerun string, procs, concurrent int, timeout time.Duration, out, readme string) error {
+func run(columns, selection, focus, rerun string, procs, concurrent int, timeout time.Duration, out, doc string) error {
 	sel := conformance.Full
 	switch selection {
 	case "full":
@@ -132,7 +133,7 @@ func run(columns, selection, focus, rerun string, procs, concurrent int, timeout
 	summary := fmt.Sprintf("%s, %d ginkgo processes per column, %d columns at a time; whole run %s (`make conformance`, %s).\n\n",
 		sel.Name, procs, max(concurrent, 1), time.Since(begin).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
 	var all string
-	err = writeTables(results, readme, func(ipv6 bool, table string) string {
+	err = writeTables(results, doc, func(ipv6 bool, table string) string {
 		t := summary + table
 		if ipv6 {
 			t = "IPv6-first dual-stack clusters (the specs run over IPv6) and upstream's dual-stack specs; " + t
@@ -168,9 +169,9 @@ func incomplete(results []conformance.ColumnResult) error {
 }
 
 // writeTables renders one table per family present in results (the IPv4 columns', the IPv6
-// columns'), passes each through head (which may prefix it) and, with readme, writes it
+// columns'), passes each through head (which may prefix it) and, with doc, writes it
 // between that family's markers.
-func writeTables(results []conformance.ColumnResult, readme string, head func(ipv6 bool, table string) string) error {
+func writeTables(results []conformance.ColumnResult, doc string, head func(ipv6 bool, table string) string) error {
 	v4, v6 := conformance.ByFamily(results)
 	for _, fam := range []struct {
 		ipv6    bool
@@ -180,8 +181,8 @@ func writeTables(results []conformance.ColumnResult, readme string, head func(ip
 			continue
 		}
 		content := head(fam.ipv6, conformance.Table(fam.results))
-		if readme != "" {
-			if err := conformance.WriteBetweenMarkers(readme, fam.ipv6, content); err != nil {
+		if doc != "" {
+			if err := conformance.WriteBetweenMarkers(doc, fam.ipv6, content); err != nil {
 				return err
 			}
 		}
@@ -201,7 +202,7 @@ func readColumn(col conformance.Column, dir string) (specs []conformance.Spec, t
 
 // render writes the table of earlier runs: each column's report.json in its run directory,
 // and with dir+dir2 the specs run again in dir2 in place of dir's.
-func render(from, selection, readme string) error {
+func render(from, selection, doc string) error {
 	var results []conformance.ColumnResult
 	for _, item := range strings.Split(from, ",") {
 		name, dirs, ok := strings.Cut(item, "=")
@@ -222,7 +223,7 @@ func render(from, selection, readme string) error {
 		}
 		results = append(results, r)
 	}
-	return writeTables(results, readme, func(ipv6 bool, table string) string {
+	return writeTables(results, doc, func(ipv6 bool, table string) string {
 		family := "IPv4 clusters"
 		if ipv6 {
 			family = "IPv6-first dual-stack clusters (the specs run over IPv6) with upstream's dual-stack specs"
