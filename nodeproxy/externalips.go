@@ -129,9 +129,13 @@ func (e *externalIPsEvents) work(ctx context.Context) {
 		e.mu.Lock()
 		ev := e.pending[key]
 		e.mu.Unlock()
-		err := e.create(ctx, ev)
+		created, err := e.create(ctx, ev)
 		switch {
 		case err == nil:
+			if ev != nil {
+				// created false: another agent's Create came first.
+				e.log.V(1).Info("Recorded the ExternalIPsRefused Event", "service", key, "event", ev.Name, "created", created)
+			}
 			e.queue.Forget(key)
 			e.mu.Lock()
 			if e.pending[key] == ev {
@@ -150,16 +154,17 @@ func (e *externalIPsEvents) work(ctx context.Context) {
 	}
 }
 
-// create creates ev; an Event of its name already there (another agent's) is success.
-func (e *externalIPsEvents) create(ctx context.Context, ev *eventsv1.Event) error {
+// create creates ev; an Event of its name already there (another agent's) is success, with
+// created false.
+func (e *externalIPsEvents) create(ctx context.Context, ev *eventsv1.Event) (created bool, err error) {
 	if ev == nil {
-		return nil
+		return false, nil
 	}
-	_, err := e.cs.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	_, err = e.cs.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // externalIPsEvent is the Event telling svc's owner that refused are not programmed, named
