@@ -26,8 +26,11 @@ import (
 // the agents' externalIPs policy refuses (all or some of them).
 const ReasonExternalIPsRefused = "ExternalIPsRefused"
 
-// maxEventNote is the events.k8s.io/v1 API's limit on an Event's note.
-const maxEventNote = 1024
+// The events.k8s.io/v1 API's limits on an Event's note and reportingInstance.
+const (
+	maxEventNote         = 1024
+	maxReportingInstance = 128
+)
 
 // externalIPsEvents is the sync loop's consumer that records a Warning Event
 // ReasonExternalIPsRefused on each Service whose externalIPs the policy refuses, naming the
@@ -171,6 +174,10 @@ func (e *externalIPsEvents) create(ctx context.Context, ev *eventsv1.Event) (cre
 // after the Service's UID and the note (see externalIPsEvents).
 func externalIPsEvent(svc *corev1.Service, refused []string, policy config.ExternalIPPolicy, node string, now time.Time) *eventsv1.Event {
 	note := externalIPsNote(refused, policy)
+	instance := eventsComponent + "-" + node
+	if len(instance) > maxReportingInstance {
+		instance = instance[:maxReportingInstance]
+	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s\n%s", svc.UID, note)
 	return &eventsv1.Event{
@@ -179,7 +186,7 @@ func externalIPsEvent(svc *corev1.Service, refused []string, policy config.Exter
 		// The events library's names for the reporter: the component, and the component on
 		// this node (the first agent's Create wins).
 		ReportingController: eventsComponent,
-		ReportingInstance:   eventsComponent + "-" + node,
+		ReportingInstance:   instance,
 		Action:              "Program",
 		Reason:              ReasonExternalIPsRefused,
 		Type:                corev1.EventTypeWarning,

@@ -39,6 +39,13 @@
 //	|     with a pool address forged into its status     |     the same targets: announce.TestTargetsOnly-    |      |
 //	|                                                    |     PorticoClasses); a Portico VIP is answered by  |      |
 //	|                                                    |     exactly one node                               |      |
+//	| [6] a tenant's Service lists another's VIP, or any  | with policy deny no node programs its externalIPs  | TestExternalIPPolicy (nftables and iptables); unit: serviceports TestExternalIPPolicy, nodeproxy TestExternalIPsRefusedEventOncePerService, config TestAgentExternalIPPolicy, deploy TestAgentExternalIPs |
+//	|     address, in spec.externalIPs (CVE-2020-8554);  | (no rule, packets not answered by the backend);    |      |
+//	|     agents under agent.externalIPs allow, deny,    | with cidrs only those inside; allow serves all (the |      |
+//	|     cidrs                                          | default); one Warning Event ExternalIPsRefused from |      |
+//	|                                                    | two agents names the addresses and the setting; a  |      |
+//	|                                                    | bad value stops the agent / fails the chart schema |      |
+//	|                                                    | naming the flag / value path                       |      |
 //	| [9] the IAM policy grants every action on "*"       | one policy file (the chart ships it byte for byte);  | providers/aws (-tags moto): TestIAMPolicyConditionsMoto; TestIAMPolicyScoped, TestChartIAMPolicyIsTheOne, TestIAMPolicy; deploy: TestChartIAMPolicyIsDeployAWS |
 //	|     unconditioned; the chart's copy differs         | creates need the cluster tag in the request,       |      |
 //	|                                                    | changes a resource carrying it, deletes it = owned, |      |
