@@ -85,9 +85,36 @@ type Agent struct {
 	// UninstallCleanup removes the rules (both modes, as Cleanup) when DaemonSet shows an
 	// uninstall; false keeps them, e.g. until another service proxy has taken over.
 	UninstallCleanup bool
+	// ExternalIPs says which Services' spec.externalIPs the agent programs (ExternalIPPolicy).
+	ExternalIPs ExternalIPPolicy
 	// ConfigFile is the AgentConfiguration file (--config) Complete loads; empty: flags only.
 	ConfigFile string
 }
+
+// ExternalIPPolicy says which addresses of the Services' spec.externalIPs the agent programs.
+// Whoever may create a Service may write any address there, and every node that programs it
+// sends that address's traffic to the Service's endpoints: another Service's VIP:port or a
+// host outside the cluster included (CVE-2020-8554). kube-proxy programs them all; clusters
+// close the hole with the DenyServiceExternalIPs admission plugin or an allow-list webhook. The
+// agent can refuse them itself: a refused address gets no rule, so its packets are not
+// DNATed, and the Service gets a Warning Event (package nodeproxy).
+type ExternalIPPolicy struct {
+	// Policy is ExternalIPsAllow (every address, as kube-proxy: the default), ExternalIPsDeny
+	// (none) or ExternalIPsCIDRs (only those within AllowedCIDRs).
+	Policy string
+	// AllowedCIDRs are the addresses ExternalIPsCIDRs programs; set only with that policy.
+	AllowedCIDRs []netip.Prefix
+}
+
+// The --external-ip-policy values.
+const (
+	ExternalIPsAllow = "allow"
+	ExternalIPsDeny  = "deny"
+	ExternalIPsCIDRs = "cidrs"
+)
+
+// ExternalIPPolicies are the accepted --external-ip-policy values.
+var ExternalIPPolicies = []string{ExternalIPsAllow, ExternalIPsDeny, ExternalIPsCIDRs}
 
 // NodePortAddresses restricts NodePorts to node addresses within CIDRs, plus the node's primary
 // IP of each family when Primary is set (written "primary", as kube-proxy). A family with
@@ -189,6 +216,7 @@ func DefaultAgent() Agent {
 		BGPGracefulRestart: DefaultBGPGracefulRestart,
 		UninstallCleanup:   true,
 		AnnounceClassless:  true,
+		ExternalIPs:        ExternalIPPolicy{Policy: ExternalIPsAllow},
 	}
 }
 
@@ -233,6 +261,8 @@ func (c *Agent) bindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.BGPGracefulRestart, "bgp-graceful-restart", c.BGPGracefulRestart, "BGP graceful restart time offered to every peer (whole seconds up to 4095s): an agent stopping on a node that stays keeps its routes at the routers that long for the next agent; 0 withdraws them at every stop")
 	fs.StringVar(&c.DaemonSet, "daemonset", c.DaemonSet, `"namespace/name" of the agent's DaemonSet: an agent stopped by a signal while that DaemonSet is gone or being deleted (an uninstall; as read at exit, or as watched while it ran when that read fails) withdraws its announcements, leaves membership and removes its rules (see --uninstall-cleanup); empty: never checked, the rules stay at every stop`)
 	fs.BoolVar(&c.UninstallCleanup, "uninstall-cleanup", c.UninstallCleanup, "with --daemonset: remove every chain and table the agent installed (as --cleanup) when it stops for an uninstall; false keeps the rules")
+	fs.Var(&choiceFlag{p: &c.ExternalIPs.Policy, choices: ExternalIPPolicies}, "external-ip-policy", `which Services' spec.externalIPs the agent programs: "allow" (all, as kube-proxy), "deny" (none) or "cidrs" (those within --external-ip-allowed-cidrs); a Service whose addresses are refused gets a Warning Event ExternalIPsRefused`)
+	fs.Var(&prefixListFlag{&c.ExternalIPs.AllowedCIDRs}, "external-ip-allowed-cidrs", "comma list of CIDRs: with --external-ip-policy=cidrs, the externalIPs the agent programs")
 	m := &c.Membership
 	fs.BoolVar(&m.Enabled, "membership", m.Enabled, "run the agents' membership (memberlist): node liveness for announcers and for leaving out endpoints on dead nodes")
 	fs.StringVar(&m.BindAddress, "membership-bind-address", m.BindAddress, "node IP membership listens on and advertises (default: the Node's first InternalIP)")
@@ -268,6 +298,23 @@ type stringListFlag struct{ p *[]string }
 func (f *stringListFlag) String() string     { return strings.Join(*f.p, ",") }
 func (f *stringListFlag) Type() string       { return "strings" }
 func (f *stringListFlag) Set(s string) error { *f.p = splitList(s); return nil }
+
+// choiceFlag is a string flag that takes one of choices: anything else is an error naming the
+// flag at startup.
+type choiceFlag struct {
+	p       *string
+	choices []string
+}
+
+func (f *choiceFlag) String() string { return *f.p }
+func (f *choiceFlag) Type() string   { return "string" }
+func (f *choiceFlag) Set(s string) error {
+	if !slices.Contains(f.choices, s) {
+		return fmt.Errorf("must be one of %s", strings.Join(f.choices, ", "))
+	}
+	*f.p = s
+	return nil
+}
 
 // prefixListFlag parses a comma list of CIDRs (masked) into a []netip.Prefix.
 type prefixListFlag struct{ p *[]netip.Prefix }
@@ -392,6 +439,7 @@ func (c *Agent) Validate() error {
 		}
 	}
 	errs = append(errs, c.validateAnnounce(root)...)
+	errs = append(errs, c.validateExternalIPs(root)...)
 	return aggregate("invalid configuration", errs)
 }
 
@@ -445,6 +493,28 @@ func (c *Agent) validateAnnounce(root *field.Path) field.ErrorList {
 	for name, n := range map[string]int{"suspicionMult": m.SuspicionMult, "suspicionMaxTimeoutMult": m.SuspicionMaxTimeoutMult} {
 		if n < 1 {
 			errs = append(errs, field.Invalid(mp.Child(name), n, "must be >= 1"))
+		}
+	}
+	return errs
+}
+
+// validateExternalIPs: an allow-list comes with the cidrs policy, and only with it (a list the
+// policy ignores would read as a restriction that is not there).
+func (c *Agent) validateExternalIPs(root *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	p, path := c.ExternalIPs, root.Child("externalIPs")
+	switch {
+	case !slices.Contains(ExternalIPPolicies, p.Policy):
+		errs = append(errs, field.NotSupported(path.Child("policy"), p.Policy, ExternalIPPolicies))
+	case p.Policy == ExternalIPsCIDRs && len(p.AllowedCIDRs) == 0:
+		errs = append(errs, field.Required(path.Child("allowedCIDRs"), "--external-ip-policy=cidrs needs --external-ip-allowed-cidrs"))
+	case p.Policy != ExternalIPsCIDRs && len(p.AllowedCIDRs) > 0:
+		errs = append(errs, field.Invalid(path.Child("allowedCIDRs"), joinPrefixes(p.AllowedCIDRs),
+			fmt.Sprintf("--external-ip-allowed-cidrs is read only with --external-ip-policy=cidrs, not %q", p.Policy)))
+	}
+	for i, pr := range p.AllowedCIDRs {
+		if !pr.IsValid() {
+			errs = append(errs, field.Invalid(path.Child("allowedCIDRs").Index(i), pr.String(), "must be a CIDR"))
 		}
 	}
 	return errs

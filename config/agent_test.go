@@ -198,3 +198,65 @@ func TestAgentProxyModes(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentExternalIPPolicy (issue 31 item 6): allow by default (kube-proxy's behaviour); deny
+// and cidrs with their allow-list parse from flags; a bad value is a startup error naming the
+// flag, and an allow-list without the cidrs policy, or the cidrs policy without one, is refused
+// by Validate naming the flags.
+func TestAgentExternalIPPolicy(t *testing.T) {
+	if p := DefaultAgent().ExternalIPs; p.Policy != ExternalIPsAllow || p.AllowedCIDRs != nil {
+		t.Errorf("default %+v; want allow without a list", p)
+	}
+	parse := func(args ...string) (Agent, error) {
+		c := DefaultAgent()
+		c.NodeName = "node1"
+		fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.BindFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			return c, err
+		}
+		return c, c.Validate()
+	}
+	for _, tc := range []struct {
+		args []string
+		want ExternalIPPolicy
+	}{
+		{nil, ExternalIPPolicy{Policy: "allow"}},
+		{[]string{"--external-ip-policy=allow"}, ExternalIPPolicy{Policy: "allow"}},
+		{[]string{"--external-ip-policy=deny"}, ExternalIPPolicy{Policy: "deny"}},
+		{[]string{"--external-ip-policy=cidrs", "--external-ip-allowed-cidrs=198.18.64.7/24, fd00:c613:64::/64"},
+			ExternalIPPolicy{Policy: "cidrs", AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.64.0/24"), netip.MustParsePrefix("fd00:c613:64::/64")}}},
+	} {
+		c, err := parse(tc.args...)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if !reflect.DeepEqual(c.ExternalIPs, tc.want) {
+			t.Errorf("%v: %+v, want %+v", tc.args, c.ExternalIPs, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string // in the error
+	}{
+		{[]string{"--external-ip-policy=Deny"}, []string{"--external-ip-policy", `"Deny"`, "allow, deny, cidrs"}},
+		{[]string{"--external-ip-policy=none"}, []string{"--external-ip-policy", `"none"`}},
+		{[]string{"--external-ip-policy=cidrs", "--external-ip-allowed-cidrs=198.18.64.0"}, []string{"--external-ip-allowed-cidrs", "198.18.64.0"}},
+		{[]string{"--external-ip-policy=cidrs"}, []string{"config.externalIPs.allowedCIDRs", "--external-ip-allowed-cidrs"}},
+		{[]string{"--external-ip-allowed-cidrs=198.18.64.0/24"}, []string{"config.externalIPs.allowedCIDRs", "--external-ip-policy=cidrs"}},
+		{[]string{"--external-ip-policy=deny", "--external-ip-allowed-cidrs=198.18.64.0/24"}, []string{"config.externalIPs.allowedCIDRs", `not "deny"`}},
+	} {
+		_, err := parse(tc.args...)
+		if err == nil {
+			t.Errorf("%v: accepted", tc.args)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%v: error %q does not name %s", tc.args, err, w)
+			}
+		}
+	}
+}

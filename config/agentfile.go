@@ -35,6 +35,7 @@ const (
 //	announceClassless: false
 //	ignoreExcludeLB: false
 //	membership: {enabled: true, secretFile: /etc/portico/membership/secret}
+//	externalIPs: {policy: cidrs, allowedCIDRs: [198.18.64.0/24]}
 type AgentConfiguration struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -55,6 +56,13 @@ type AgentConfiguration struct {
 	BGP                *AgentBGPFile      `json:"bgp,omitempty"`
 	DaemonSet          *string            `json:"daemonSet,omitempty"`
 	UninstallCleanup   *bool              `json:"uninstallCleanup,omitempty"`
+	ExternalIPs        *ExternalIPsFile   `json:"externalIPs,omitempty"`
+}
+
+// ExternalIPsFile is the externalIPs section of AgentConfiguration (config.ExternalIPPolicy).
+type ExternalIPsFile struct {
+	Policy       *string  `json:"policy,omitempty"`
+	AllowedCIDRs []string `json:"allowedCIDRs,omitempty"`
 }
 
 // AgentBGPFile is the bgp section of AgentConfiguration (the bgp announcer's settings).
@@ -159,6 +167,10 @@ func (f *AgentConfiguration) settings() []setting {
 	}
 	str("daemonSet", "daemonset", f.DaemonSet)
 	boolean("uninstallCleanup", "uninstall-cleanup", f.UninstallCleanup)
+	if e := f.ExternalIPs; e != nil {
+		str("externalIPs.policy", "external-ip-policy", e.Policy)
+		list("externalIPs.allowedCIDRs", "external-ip-allowed-cidrs", e.AllowedCIDRs)
+	}
 	return out
 }
 

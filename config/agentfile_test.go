@@ -55,6 +55,7 @@ bgp: {gracefulRestart: 45s}
 daemonSet: kube-system/portico-agent
 uninstallCleanup: false
 ignoreExcludeLB: true
+externalIPs: {policy: cidrs, allowedCIDRs: [198.18.64.0/24]}
 membership:
   enabled: true
   port: 7999
@@ -89,6 +90,9 @@ func TestAgentConfigurationFile(t *testing.T) {
 	}
 	if !c.IgnoreExcludeLB {
 		t.Error("ignoreExcludeLB not applied")
+	}
+	if e := c.ExternalIPs; e.Policy != ExternalIPsCIDRs || len(e.AllowedCIDRs) != 1 || e.AllowedCIDRs[0] != netip.MustParsePrefix("198.18.64.0/24") {
+		t.Errorf("externalIPs not applied: %+v", e)
 	}
 	if c.BGPGracefulRestart != 45*time.Second || c.DaemonSet != "kube-system/portico-agent" || c.UninstallCleanup {
 		t.Errorf("bgp, daemonSet and uninstallCleanup keys not applied: %s %q %v", c.BGPGracefulRestart, c.DaemonSet, c.UninstallCleanup)
@@ -140,6 +144,8 @@ func TestAgentConfigurationStrict(t *testing.T) {
 		{"bad duration", head + "iptables:\n  syncPeriod: soon\n", "soon"},
 		{"bad CIDR", head + "clusterCIDRs: [10.0.0.0]\n", "clusterCIDRs"},
 		{"wrong type", head + "membership:\n  port: high\n", "port"},
+		{"unknown externalIPs policy", head + "externalIPs: {policy: block}\n", "externalIPs.policy"},
+		{"externalIPs CIDR not a CIDR", head + "externalIPs: {policy: cidrs, allowedCIDRs: [198.18.64.1]}\n", "externalIPs.allowedCIDRs"},
 		{"missing file", "", "reading config file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

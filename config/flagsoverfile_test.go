@@ -98,6 +98,8 @@ func agentUnderTest() binaryUnderTest {
 			"membership-gossip-interval":            "70ms",
 			"membership-rejoin-interval":            "9s",
 			"membership-restart-hold":               "25s",
+			"external-ip-policy":                    "deny",
+			"external-ip-allowed-cidrs":             "198.18.7.0/24,fd00:c613:7::/64",
 		},
 		files: map[string]string{
 			"one field": "apiVersion: config.portico-lb.io/v1alpha1\nkind: AgentConfiguration\nmaster: https://198.18.0.10:6443\n",
@@ -137,6 +139,9 @@ membership:
 bgp: {gracefulRestart: 45s}
 daemonSet: kube-system/portico-file
 uninstallCleanup: true
+externalIPs:
+  policy: cidrs
+  allowedCIDRs: [198.19.2.0/24]
 `,
 		},
 	}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -144,6 +146,12 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"restartHold not a duration", with(baseValues(), "agent.membership.restartHold", "15 seconds"), "restartHold"},
 		{"no grace period", with(baseValues(), "agent.terminationGracePeriodSeconds", 0), "terminationGracePeriodSeconds"},
 		{"bgpGracefulRestart in minutes", with(baseValues(), "agent.bgpGracefulRestart", "2m"), "bgpGracefulRestart"},
+		// Issue 31, item 6: the externalIPs policy and its allow-list.
+		{"unknown externalIPs policy", with(baseValues(), "agent.externalIPs.policy", "block"), "/agent/externalIPs/policy"},
+		{"externalIPs CIDR without a length", with(with(baseValues(), "agent.externalIPs.policy", "cidrs"), "agent.externalIPs.allowedCIDRs", []any{"198.18.64.1"}), "/agent/externalIPs/allowedCIDRs/0"},
+		{"externalIPs CIDR out of range", with(with(baseValues(), "agent.externalIPs.policy", "cidrs"), "agent.externalIPs.allowedCIDRs", []any{"198.18.64.0/24", "198.18.300.0/24"}), "/agent/externalIPs/allowedCIDRs/1"},
+		{"externalIPs cidrs without a list", with(baseValues(), "agent.externalIPs.policy", "cidrs"), "/agent/externalIPs/allowedCIDRs"},
+		{"externalIPs list without cidrs", with(with(baseValues(), "agent.externalIPs.policy", "deny"), "agent.externalIPs.allowedCIDRs", []any{"198.18.64.0/24"}), "/agent/externalIPs/allowedCIDRs"},
 		// Issue 31, item 4: two allocators over the same pools, or replicas that all act.
 		{"two bare-metal allocators", with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "baremetal"), "/controller/classes/portico-lb.io~1baremetal"},
 		{"two bare-metal allocators, class-less", with(with(with(map[string]any{}, "controller.classlessProvider", "baremetal"), "ccm.enabled", true), "ccm.provider", "baremetal"), "/controller/classlessProvider"},
@@ -329,6 +337,33 @@ func TestAgentDaemonSet(t *testing.T) {
 	}
 	if _, ok := objs["Role/portico-agent-pods"]; ok {
 		t.Error("bgp only: the agent may read pods, which only membership needs")
+	}
+}
+
+// TestAgentExternalIPs (issue 31, item 6): agent.externalIPs reaches every agent's
+// configuration: allow by default (kube-proxy's behaviour), deny, or cidrs with its list.
+func TestAgentExternalIPs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		want config.ExternalIPPolicy
+	}{
+		{"default", baseValues(), config.ExternalIPPolicy{Policy: "allow"}},
+		{"deny", with(baseValues(), "agent.externalIPs.policy", "deny"), config.ExternalIPPolicy{Policy: "deny"}},
+		{"cidrs", with(with(baseValues(), "agent.externalIPs.policy", "cidrs"), "agent.externalIPs.allowedCIDRs", []any{"198.18.64.0/24", "fd00:c613:64::/64"}),
+			config.ExternalIPPolicy{Policy: "cidrs", AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("198.18.64.0/24"), netip.MustParsePrefix("fd00:c613:64::/64")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := mustRender(t, tc.vals)
+			cfg := agentConfig(t, objs, typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args)
+			if !reflect.DeepEqual(cfg.ExternalIPs, tc.want) {
+				t.Errorf("the agent reads externalIPs %+v, want %+v", cfg.ExternalIPs, tc.want)
+			}
+			cfg.Membership.SecretFile = "" // mounted in the pod only
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("the agent refuses its configuration: %v", err)
+			}
+		})
 	}
 }
 

@@ -269,7 +269,8 @@ func (a *agent) startEvents(ctx context.Context) agentEvents {
 }
 
 // startConsumers creates the sync loop's consumers in the order they run: netfilter, the
-// health checks (they listen where NodePorts answer, known after the proxier's sync), then
+// health checks (they listen where NodePorts answer, known after the proxier's sync), the
+// ExternalIPsRefused Events (unless the externalIPs policy is allow; externalips.go), then
 // membership and the announcers, so that the rules (without the endpoints of dead nodes) are in
 // place before a VIP draws traffic here. Their stop functions are pushed on stops: at exit the
 // announcers stop answering before membership is left.
@@ -290,6 +291,9 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families, Addresses: proxier.HealthCheckAddresses})
 	stops.push(hcServers.Close)
 	a.loop.consumers = []Consumer{&followNode{dataplane: proxier, forget: a.health.ForgetFamily}, hcServers}
+	if a.cfg.ExternalIPs.Policy != config.ExternalIPsAllow && a.cs != nil {
+		a.loop.consumers = append(a.loop.consumers, newExternalIPsEvents(ctx, a.log.WithName("externalips"), a.cs, a.cfg.NodeName, a.cfg.ExternalIPs))
+	}
 	if a.cfg.Membership.Enabled {
 		leave, err := a.startMembership(ctx)
 		if err != nil {
@@ -338,6 +342,7 @@ func (a *agent) dataplane() (dataplane, error) {
 			Registerer:      a.registry,
 			FamilySynced:    a.health.FamilySynced,
 			Latency:         tracker.NewProgrammingLatency(a.registry),
+			ExternalIPs:     a.cfg.ExternalIPs,
 		}), nil
 	}
 	nfs, err := a.netfilters(fams)
@@ -362,6 +367,7 @@ func (a *agent) netfilterOptions(nfs map[rules.Family]netfilter.Netfilter) netfi
 		Registerer:      a.registry,
 		FamilySynced:    a.health.FamilySynced,
 		Latency:         tracker.NewProgrammingLatency(a.registry),
+		ExternalIPs:     a.cfg.ExternalIPs,
 	}
 }
 

@@ -148,6 +148,21 @@
 // is fixed: enforcing the valid items alone, or nothing, would open traffic the user meant to
 // restrict. ClusterIP, externalIPs and NodePorts are not restricted by source ranges.
 //
+// # externalIPs
+//
+// Whoever may create a Service may list any address in spec.externalIPs, and kube-proxy
+// programs it on every node: another Service's VIP:port, or a host outside the cluster, is
+// then taken (CVE-2020-8554). --external-ip-policy (config externalIPs.policy, chart
+// agent.externalIPs.policy) keeps kube-proxy's allow by default; deny programs none, and cidrs
+// only the addresses within --external-ip-allowed-cidrs. Package serviceports applies it, so
+// both proxy modes leave a refused address without any rule: its packets are not DNATed (the
+// ClusterIP, NodePorts and the allowed addresses of the same Service are served as before).
+// The Service gets a Warning Event ExternalIPsRefused naming the refused addresses and the
+// setting. Every agent refuses the same addresses, so the Event is named after the Service's
+// UID and its note: the first agent's Create makes it, the others' get AlreadyExists, and the
+// Service shows one Event however many nodes there are (externalips.go says why not the
+// events library's correlator, which folds repeats within one process only).
+//
 // # Limits
 //
 // No localhost NodePorts (route_localnet; kube-proxy's nftables mode has none either). See

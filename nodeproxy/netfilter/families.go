@@ -10,12 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/rules"
+	"github.com/portico-lb/portico/nodeproxy/serviceports"
+	"github.com/portico-lb/portico/nodeproxy/tracker"
 )
 
 // This file is the part of a Proxier that does not depend on how rules reach the kernel, so
 // both proxy modes use it (this package's iptables Proxier and package nftables'): the IP
-// families programmed, the FamilySynced callback, the no-local-endpoints gauge, where NodePorts
+// families programmed, what ServicePorts is told of the node (the externalIPs policy with it), the FamilySynced callback, the no-local-endpoints gauge, where NodePorts
 // and so healthCheckNodePorts answer, and the stale UDP conntrack cleanup.
 
 // FamilyOptions are the options of a Proxier that Families keeps, the same in both modes.
@@ -28,6 +31,9 @@ type FamilyOptions struct {
 	Conntrack Conntrack
 	// FamilySynced is told the outcome of each family's part of every sync (nil: nobody).
 	FamilySynced func(rules.Family, error)
+	// ExternalIPs is the agent's externalIPs policy: refused addresses get no rule (zero
+	// value: every address is programmed).
+	ExternalIPs config.ExternalIPPolicy
 }
 
 // Families is the bookkeeping a Proxier keeps around its per-family syncs.
@@ -66,7 +72,7 @@ func (fs *Families) Set(want []rules.Family) (added, removed []rules.Family) {
 			next = append(next, &FamilyState{
 				Family:  fam,
 				npCIDRs: FamilyPrefixes(fs.opts.NodePortCIDRs, fam), npPrimary: fs.opts.NodePortPrimary,
-				ct: fs.opts.Conntrack, metrics: fs.metrics,
+				ct: fs.opts.Conntrack, metrics: fs.metrics, extIPs: fs.opts.ExternalIPs,
 			})
 		case i >= 0:
 			removed = append(removed, fam)
@@ -152,8 +158,18 @@ type FamilyState struct {
 	npPrimary bool           // ...and on the Node's primary IP of the family
 	ct        Conntrack
 	metrics   *FamilyMetrics
+	extIPs    config.ExternalIPPolicy
 	// nodePorts is where the last full sync made NodePorts answer: nil for every local address.
 	nodePorts []netip.Addr
+}
+
+// ServiceNode is what serviceports.ServicePorts is told of the node in st and of the agent's
+// settings, the same for every proxy mode.
+func (s *FamilyState) ServiceNode(st *tracker.State) serviceports.Node {
+	node := serviceports.NodeOf(st.NodeName, st.Node)
+	node.Dead = st.Dead
+	node.ExternalIPs = s.extIPs
+	return node
 }
 
 // NodePortAddresses reads where NodePorts answer now: restricted false means every local

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/nodeproxy/serviceports"
 	"github.com/portico-lb/portico/nodeproxy/tracker"
@@ -48,6 +49,8 @@ type Options struct {
 	// Latency observes the network programming latency of each family's successful syncs
 	// (nil: not measured).
 	Latency *tracker.ProgrammingLatency
+	// ExternalIPs is the agent's externalIPs policy (FamilyOptions.ExternalIPs).
+	ExternalIPs config.ExternalIPPolicy
 }
 
 // Proxier programs Services into netfilter: one familyProxier per IP family, each rendering
@@ -74,7 +77,7 @@ func New(opts Options) *Proxier {
 		}
 	}
 	p.shared = NewFamilies(want, FamilyOptions{NodePortCIDRs: opts.NodePortCIDRs, NodePortPrimary: opts.NodePortPrimary,
-		Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced}, p.metrics.family)
+		Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced, ExternalIPs: opts.ExternalIPs}, p.metrics.family)
 	for _, s := range p.shared.States {
 		p.families = append(p.families, p.newFamily(s, opts.Netfilters[s.Family]))
 	}
@@ -284,8 +287,7 @@ func (p *familyProxier) reset(st *tracker.State) error {
 // destinations whose conntrack entries may now be stale.
 func (p *familyProxier) render(st *tracker.State, keys []types.NamespacedName) (*StaleUDP, error) {
 	stale := newStaleUDP()
-	node := serviceports.NodeOf(st.NodeName, st.Node)
-	node.Dead = st.Dead
+	node := p.ServiceNode(st)
 	for _, key := range keys {
 		svc, slices, err := st.Service(key)
 		if err != nil {

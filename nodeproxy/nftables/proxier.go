@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	agentconfig "github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/netfilter"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/nodeproxy/serviceports"
@@ -40,6 +41,8 @@ type Options struct {
 	// Latency observes the network programming latency of each family's successful syncs
 	// (nil: not measured).
 	Latency *tracker.ProgrammingLatency
+	// ExternalIPs is the agent's externalIPs policy (netfilter.FamilyOptions.ExternalIPs).
+	ExternalIPs agentconfig.ExternalIPPolicy
 }
 
 // Proxier programs Services into the nftables table "portico" of each family, over netlink. It
@@ -64,7 +67,7 @@ func New(opts Options) *Proxier {
 		dropped: map[rules.Family]bool{}}
 	p.gens = &genTracker{conns: p.conns, clean: map[rules.Family]bool{}}
 	p.shared = netfilter.NewFamilies(opts.Families, netfilter.FamilyOptions{NodePortCIDRs: opts.NodePortCIDRs,
-		NodePortPrimary: opts.NodePortPrimary, Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced}, p.metrics.family)
+		NodePortPrimary: opts.NodePortPrimary, Conntrack: opts.Conntrack, FamilySynced: opts.FamilySynced, ExternalIPs: opts.ExternalIPs}, p.metrics.family)
 	for _, s := range p.shared.States {
 		p.families = append(p.families, p.newFamily(s))
 	}
@@ -409,8 +412,7 @@ func (p *familyProxier) reset(st *tracker.State) error {
 
 // render re-renders the Services keys and records in tx what changed for each of their ports.
 func (p *familyProxier) render(st *tracker.State, keys []types.NamespacedName, tx *transaction, stale *netfilter.StaleUDP) error {
-	node := serviceports.NodeOf(st.NodeName, st.Node)
-	node.Dead = st.Dead
+	node := p.ServiceNode(st)
 	for _, key := range keys {
 		svc, slices, err := st.Service(key)
 		if err != nil {

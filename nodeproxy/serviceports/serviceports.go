@@ -8,11 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/rules"
 	"github.com/portico-lb/portico/servicerules"
 )
 
-// Node is what ServicePorts needs to know of the agent's node.
+// Node is what ServicePorts needs to know of the agent's node and of its settings.
 type Node struct {
 	Name string
 	// Zone is the Node's topology.kubernetes.io/zone label ("" when unset).
@@ -21,6 +22,9 @@ type Node struct {
 	// left out, as if not ready, until Kubernetes catches up, unless that would leave a
 	// service port without a ready endpoint (see dropDead).
 	Dead map[string]bool
+	// ExternalIPs is the agent's externalIPs policy: the addresses of spec.externalIPs it
+	// refuses get no rule (see AllowsExternalIP). The zero value allows every address.
+	ExternalIPs config.ExternalIPPolicy
 }
 
 // NodeOf describes n (a nil Node is known by name only).
@@ -53,7 +57,12 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 	if !clusterIP.IsValid() {
 		return nil // headless, or not of this family
 	}
-	external := parseAddrs(svc.Spec.ExternalIPs, family)
+	var external []netip.Addr
+	for _, a := range parseAddrs(svc.Spec.ExternalIPs, family) {
+		if AllowsExternalIP(node.ExternalIPs, a) {
+			external = append(external, a)
+		}
+	}
 	var lbIPs []netip.Addr
 	var ranges []netip.Prefix
 	rangesInvalid := false
@@ -99,6 +108,42 @@ func ServicePorts(svc *corev1.Service, slices []*discoveryv1.EndpointSlice, node
 		}
 		sp.Endpoints = endpointsFor(p, slices, node, family)
 		out = append(out, sp)
+	}
+	return out
+}
+
+// AllowsExternalIP says whether policy lets the agent program a, one of a Service's
+// spec.externalIPs: every address with config.ExternalIPsAllow (or the zero policy), none with
+// config.ExternalIPsDeny, those within its AllowedCIDRs with config.ExternalIPsCIDRs. An
+// IPv4-mapped IPv6 address is judged as the IPv4 address it is.
+func AllowsExternalIP(policy config.ExternalIPPolicy, a netip.Addr) bool {
+	switch policy.Policy {
+	case config.ExternalIPsDeny:
+		return false
+	case config.ExternalIPsCIDRs:
+		a = a.Unmap()
+		for _, p := range policy.AllowedCIDRs {
+			if p.Contains(a) {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// RefusedExternalIPs lists the addresses of the Service's spec.externalIPs that policy keeps
+// the agent from programming, in the Service's order; none for a Service that has no rules
+// anyway (ExternalName, headless). Each family's ServicePorts leaves exactly these out.
+func RefusedExternalIPs(svc *corev1.Service, policy config.ExternalIPPolicy) []string {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return nil
+	}
+	var out []string
+	for _, s := range svc.Spec.ExternalIPs {
+		if a, err := netip.ParseAddr(s); err == nil && !AllowsExternalIP(policy, a) {
+			out = append(out, s)
+		}
 	}
 	return out
 }

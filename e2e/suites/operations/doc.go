@@ -39,6 +39,13 @@
 //	|     with a pool address forged into its status     |     the same targets: announce.TestTargetsOnly-    |      |
 //	|                                                    |     PorticoClasses); a Portico VIP is answered by  |      |
 //	|                                                    |     exactly one node                               |      |
+//	| [6] a tenant's Service lists another's VIP, or any  | with policy deny no node programs its externalIPs  | TestExternalIPPolicy (nftables and iptables); unit: serviceports TestExternalIPPolicy, nodeproxy TestExternalIPsRefusedEventOncePerService, config TestAgentExternalIPPolicy, deploy TestAgentExternalIPs |
+//	|     address, in spec.externalIPs (CVE-2020-8554);  | (no rule, packets not answered by the backend);    |      |
+//	|     agents under agent.externalIPs allow, deny,    | with cidrs only those inside; allow serves all (the |      |
+//	|     cidrs                                          | default); one Warning Event ExternalIPsRefused from |      |
+//	|                                                    | two agents names the addresses and the setting; a  |      |
+//	|                                                    | bad value stops the agent / fails the chart schema |      |
+//	|                                                    | naming the flag / value path                       |      |
 //	| [8] the agent starts while its Node lists only an  | without a restart, in both proxy modes, the agent  | TestFamiliesFollowNode (nftables, iptables); nodeproxy: TestFollowNodeFamilies, TestNextFamilies; nodeproxy/netfilter: TestSetFamilies (unit); nodeproxy/nftables (-tags e2e): TestSetFamilies |
 //	|     IPv4 InternalIP; the Node then gains its IPv6  | programs IPv6 (about 1 s after the update): a       |      |
 //	|     address (a dual-stack Local LB Service with a  | client reaches the pod at the IPv6 ClusterIP and    |      |

@@ -55,6 +55,11 @@ bgp:
 {{- end }}
 daemonSet: {{ .Release.Namespace }}/portico-agent
 uninstallCleanup: {{ $a.cleanupOnUninstall }}
+externalIPs:
+  policy: {{ $a.externalIPs.policy }}
+{{- with $a.externalIPs.allowedCIDRs }}
+  allowedCIDRs: {{ toJson . }}
+{{- end }}
 {{- end -}}
 
 {{/* portico-agent's kubeconfig when agent.apiServer is set: the API server at that address,
