@@ -451,7 +451,17 @@ func (c *Agent) validateAnnounce(root *field.Path) field.ErrorList {
 }
 
 // RESTConfig loads the client configuration from Kubeconfig, $KUBECONFIG or the in-cluster
-// service account, in that order.
+// service account, in that order. The agent is the node's service proxy, so an API server
+// address that is the kubernetes Service's ClusterIP (the in-cluster configuration) is refused
+// with ErrOwnClusterIP: that address leads to the API server only through the agent's own
+// rules, which a node does not have when it boots.
 func (c *Agent) RESTConfig() (*rest.Config, error) {
-	return restConfig(c.Kubeconfig, c.Master)
+	cfg, err := restConfig(c.Kubeconfig, c.Master)
+	if err != nil {
+		return nil, err
+	}
+	if err := notOwnClusterIP(cfg.Host, os.Getenv); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }
