@@ -39,6 +39,12 @@
 //	|     with a pool address forged into its status     |     the same targets: announce.TestTargetsOnly-    |      |
 //	|                                                    |     PorticoClasses); a Portico VIP is answered by  |      |
 //	|                                                    |     exactly one node                               |      |
+//	| [7] a node reboots on a cluster without kube-proxy | the chart refuses agent.apiServer "" with the agent | TestRebootWithoutKubeProxy; deploy: TestSchemaRefusesBadValues; config: TestAgentRefusesOwnClusterIP (unit); framework/nodes: TestReboot |
+//	|     (kubelet, containerd, agent, containers killed, | (naming the value and how to set it), and the agent |      |
+//	|     rules and conntrack flushed, /run cleared, then | refuses the kubernetes ClusterIP as its API server; |      |
+//	|     started again); the agent given the ClusterIP   | installed with the API server's address, the node  |      |
+//	|     (the chart's default agent.apiServer "")        | serves its ClusterIP and NodePort again and its    |      |
+//	|                                                    | agent is Ready in a new container                  |      |
 //	| [9] the IAM policy grants every action on "*"       | one policy file (the chart ships it byte for byte);  | providers/aws (-tags moto): TestIAMPolicyConditionsMoto; TestIAMPolicyScoped, TestChartIAMPolicyIsTheOne, TestIAMPolicy; deploy: TestChartIAMPolicyIsDeployAWS |
 //	|     unconditioned; the chart's copy differs         | creates need the cluster tag in the request,       |      |
 //	|                                                    | changes a resource carrying it, deletes it = owned, |      |
