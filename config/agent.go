@@ -20,7 +20,8 @@ import (
 // kube-proxy's do carry kube-proxy's names. Addresses arrive parsed: a bad CIDR is a flag error
 // at startup, never a value dropped later.
 type Agent struct {
-	// Kubeconfig path; empty means in-cluster or $KUBECONFIG.
+	// Kubeconfig path; empty means in-cluster or $KUBECONFIG. RESTConfig refuses the
+	// kubernetes Service's ClusterIP as the API server's address (ErrOwnClusterIP).
 	Kubeconfig string
 	// Master is the API server's address, overriding the kubeconfig's.
 	Master string
@@ -208,8 +209,8 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 
 func (c *Agent) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "AgentConfiguration file (apiVersion "+AgentConfigurationAPIVersion+"); flags given on the command line override it")
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster or $KUBECONFIG")
-	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means $KUBECONFIG or in-cluster (refused at the kubernetes Service's ClusterIP, which the agent programs: give --master)")
+	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's); its own address, never the kubernetes Service's ClusterIP")
 	fs.StringVar(&c.NodeName, "hostname-override", c.NodeName, "name of this node's Node object (default: the hostname)")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `dataplane: "iptables" or "nftables"`)
 	fs.DurationVar(&c.SyncPeriod, "iptables-sync-period", c.SyncPeriod, "how often every owned chain is rewritten, repairing drift (> 0)")
