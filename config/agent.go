@@ -20,7 +20,8 @@ import (
 // kube-proxy's do carry kube-proxy's names. Addresses arrive parsed: a bad CIDR is a flag error
 // at startup, never a value dropped later.
 type Agent struct {
-	// Kubeconfig path; empty means in-cluster or $KUBECONFIG.
+	// Kubeconfig path; empty means in-cluster or $KUBECONFIG. RESTConfig refuses the
+	// kubernetes Service's ClusterIP as the API server's address (ErrOwnClusterIP).
 	Kubeconfig string
 	// Master is the API server's address, overriding the kubeconfig's.
 	Master string
@@ -236,8 +237,8 @@ func (c *Agent) BindFlags(fs *pflag.FlagSet) {
 
 func (c *Agent) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "AgentConfiguration file (apiVersion "+AgentConfigurationAPIVersion+"); flags given on the command line override it")
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means in-cluster or $KUBECONFIG")
-	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means $KUBECONFIG or in-cluster (refused at the kubernetes Service's ClusterIP, which the agent programs: give --master)")
+	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's); its own address, never the kubernetes Service's ClusterIP")
 	fs.StringVar(&c.NodeName, "hostname-override", c.NodeName, "name of this node's Node object (default: the hostname)")
 	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `dataplane: "iptables" or "nftables"`)
 	fs.DurationVar(&c.SyncPeriod, "iptables-sync-period", c.SyncPeriod, "how often every owned chain is rewritten, repairing drift (> 0)")
@@ -521,7 +522,17 @@ func (c *Agent) validateExternalIPs(root *field.Path) field.ErrorList {
 }
 
 // RESTConfig loads the client configuration from Kubeconfig, $KUBECONFIG or the in-cluster
-// service account, in that order.
+// service account, in that order. The agent is the node's service proxy, so an API server
+// address that is the kubernetes Service's ClusterIP (the in-cluster configuration) is refused
+// with ErrOwnClusterIP: that address leads to the API server only through the agent's own
+// rules, which a node does not have when it boots.
 func (c *Agent) RESTConfig() (*rest.Config, error) {
-	return restConfig(c.Kubeconfig, c.Master)
+	cfg, err := restConfig(c.Kubeconfig, c.Master)
+	if err != nil {
+		return nil, err
+	}
+	if err := notOwnClusterIP(cfg.Host, os.Getenv); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }

@@ -34,10 +34,20 @@ import (
 	"github.com/portico-lb/portico/config"
 )
 
-// baseValues are the smallest valid values: the controller needs its classes.
+// apiServer is the API server address the tests give the agent (agent.apiServer, required).
+const apiServer = "https://198.18.0.10:6443"
+
+// baseValues are the smallest valid values: the controller needs its classes, the agent the
+// API server's address.
 func baseValues() map[string]any {
-	return map[string]any{"controller": map[string]any{"classes": map[string]any{"portico-lb.io/baremetal": "baremetal"}}}
+	return map[string]any{
+		"controller": map[string]any{"classes": map[string]any{"portico-lb.io/baremetal": "baremetal"}},
+		"agent":      map[string]any{"apiServer": apiServer},
+	}
 }
+
+// noClass are baseValues without the controller's classes.
+func noClass() map[string]any { return map[string]any{"agent": map[string]any{"apiServer": apiServer}} }
 
 // with returns base with the dotted key set to v (creating maps on the way).
 func with(base map[string]any, key string, v any) map[string]any {
@@ -134,6 +144,10 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"replicas a string", with(baseValues(), "controller.replicas", "two"), "replicas"},
 		{"unknown announcer", with(baseValues(), "agent.announce", []any{"l3"}), "/agent/announce/0"},
 		{"api server without scheme", with(baseValues(), "agent.apiServer", "10.0.0.1:6443"), "apiServer"},
+		// Issue 31, item 7: the agent is the service proxy; the kubernetes ClusterIP leads to
+		// the API server only through its own rules, which a node that boots does not have.
+		{"agent without API server", with(baseValues(), "agent.apiServer", ""), "agent.apiServer is required"},
+		{"agent without API server, the chart's default", map[string]any{"controller": map[string]any{"classes": map[string]any{"portico-lb.io/baremetal": "baremetal"}}}, "the control plane's address (https://HOST:PORT, e.g. --set agent.apiServer="},
 		{"cluster CIDR not a CIDR", with(baseValues(), "agent.clusterCIDRs", []any{"10.0.0.0"}), "clusterCIDRs"},
 		{"ccm without provider", with(baseValues(), "ccm.enabled", true), "provider"},
 		{"ccm on the stock lease", with(with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"), "ccm.leaseName", "cloud-controller-manager"), "leaseName"},
@@ -154,7 +168,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"externalIPs list without cidrs", with(with(baseValues(), "agent.externalIPs.policy", "deny"), "agent.externalIPs.allowedCIDRs", []any{"198.18.64.0/24"}), "/agent/externalIPs/allowedCIDRs"},
 		// Issue 31, item 4: two allocators over the same pools, or replicas that all act.
 		{"two bare-metal allocators", with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "baremetal"), "/controller/classes/portico-lb.io~1baremetal"},
-		{"two bare-metal allocators, class-less", with(with(with(map[string]any{}, "controller.classlessProvider", "baremetal"), "ccm.enabled", true), "ccm.provider", "baremetal"), "/controller/classlessProvider"},
+		{"two bare-metal allocators, class-less", with(with(with(noClass(), "controller.classlessProvider", "baremetal"), "ccm.enabled", true), "ccm.provider", "baremetal"), "/controller/classlessProvider"},
 		{"two controllers of class-less Services", with(with(with(baseValues(), "controller.classlessProvider", "aws"), "ccm.enabled", true), "ccm.provider", "aws"), "/controller/classlessProvider"},
 		{"replicas without leader election", with(baseValues(), "controller.leaderElection.enabled", false), "/controller/replicas"},
 		{"leader election off in extraArgs", with(baseValues(), "controller.extraArgs", []any{"--leader-elect=false"}), "/controller/extraArgs/0"},
@@ -163,7 +177,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(ch, tc.vals, renderOpts{})
 			if err == nil {
-				t.Fatal("rendered; want a schema error")
+				t.Fatal("rendered; want an error")
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not name %q", err, tc.want)
@@ -173,13 +187,14 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 	if _, err := render(ch, baseValues(), renderOpts{}); err != nil {
 		t.Errorf("minimal values: %v", err)
 	}
-	if _, err := render(ch, map[string]any{"controller": map[string]any{"classlessProvider": "aws"}, "aws": map[string]any{"region": "eu-west-1"}}, renderOpts{}); err != nil {
+	if _, err := render(ch, with(map[string]any{"controller": map[string]any{"classlessProvider": "aws"}, "aws": map[string]any{"region": "eu-west-1"}}, "agent.apiServer", apiServer), renderOpts{}); err != nil {
 		t.Errorf("a classless provider alone: %v", err)
 	}
 	// The safe neighbours of the refused combinations still install.
 	for name, vals := range map[string]map[string]any{
 		"one replica without leader election":   with(with(baseValues(), "controller.leaderElection.enabled", false), "controller.replicas", 1),
-		"ccm baremetal, controller aws classes": with(with(with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), "ccm.enabled", true), "ccm.provider", "baremetal"),
+		"no agent, no API server":               with(with(baseValues(), "agent.enabled", false), "agent.apiServer", ""),
+		"ccm baremetal, controller aws classes": with(with(with(noClass(), "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), "ccm.enabled", true), "ccm.provider", "baremetal"),
 		"ccm baremetal, controller disabled":    with(with(with(baseValues(), "controller.enabled", false), "ccm.enabled", true), "ccm.provider", "baremetal"),
 		"ccm aws, controller baremetal classes": with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"),
 		"other leader-election flags":           with(with(with(baseValues(), "ccm.enabled", true), "ccm.provider", "aws"), "ccm.extraArgs", []any{"--leader-elect-lease-duration=30s"}),
@@ -255,7 +270,7 @@ func TestControllerDeployment(t *testing.T) {
 }
 
 func TestAgentDaemonSet(t *testing.T) {
-	objs := mustRender(t, with(with(baseValues(), "agent.apiServer", "https://198.18.0.10:6443"), "agent.clusterCIDRs", []any{"10.244.0.0/16", "fd00:10:244::/56"}))
+	objs := mustRender(t, with(baseValues(), "agent.clusterCIDRs", []any{"10.244.0.0/16", "fd00:10:244::/56"}))
 	ds := typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent")
 	pod := ds.Spec.Template.Spec
 	if pod.PriorityClassName != "system-node-critical" || !pod.HostNetwork {
@@ -311,12 +326,11 @@ func TestAgentDaemonSet(t *testing.T) {
 	if len(c.Command) != 0 {
 		t.Errorf("without bgp the agent runs the image's entrypoint (portico-agent, no GoBGP), not %q", c.Command)
 	}
-	// Without an API server address the agent is given no kubeconfig (in-cluster); with bgp
-	// only there is no membership and no Secret.
+	// With bgp only there is no membership and no Secret.
 	objs = mustRender(t, with(with(with(baseValues(), "agent.announce", []any{"bgp"}), "agent.mode", "nftables"), "ignoreExcludeLB", true))
 	ds = typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent")
 	cfg = agentConfig(t, objs, ds.Spec.Template.Spec.Containers[0].Args)
-	if cfg.Kubeconfig != "" || cfg.Master != "" || cfg.Membership.Enabled || !slices.Equal(cfg.Announcers, []string{"bgp"}) || cfg.ProxyMode != config.ProxyModeNFTables || !cfg.IgnoreExcludeLB {
+	if cfg.Kubeconfig != "/etc/portico/agent/kubeconfig" || cfg.Master != "" || cfg.Membership.Enabled || !slices.Equal(cfg.Announcers, []string{"bgp"}) || cfg.ProxyMode != config.ProxyModeNFTables || !cfg.IgnoreExcludeLB {
 		t.Errorf("bgp only, nftables, ignoreExcludeLB: the agent reads %+v", cfg)
 	}
 	if cfg.BGPGracefulRestart != 30*time.Second {
@@ -379,9 +393,9 @@ func TestAgentAnnounceClasses(t *testing.T) {
 		classless bool
 	}{
 		{"baremetal class", with(baseValues(), "controller.classes", map[string]any{"portico-lb.io/baremetal": "baremetal", "portico-lb.io/aws": "aws"}), []string{"portico-lb.io/baremetal"}, false},
-		{"classless baremetal", with(map[string]any{}, "controller.classlessProvider", "baremetal"), nil, true},
-		{"ccm baremetal", with(with(with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), "ccm.enabled", true), "ccm.provider", "baremetal"), nil, true},
-		{"no baremetal", with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), nil, false},
+		{"classless baremetal", with(noClass(), "controller.classlessProvider", "baremetal"), nil, true},
+		{"ccm baremetal", with(with(with(noClass(), "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), "ccm.enabled", true), "ccm.provider", "baremetal"), nil, true},
+		{"no baremetal", with(noClass(), "controller.classes", map[string]any{"portico-lb.io/aws": "aws"}), nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := mustRender(t, tc.vals)
@@ -521,7 +535,7 @@ func TestCCM(t *testing.T) {
 		t.Run(provider, func(t *testing.T) {
 			// The controller keeps its classes on another provider: with ccm.provider baremetal
 			// a second bare-metal allocator is refused (TestSchemaRefusesBadValues).
-			vals := with(map[string]any{}, "controller.classes", map[string]any{"portico-lb.io/x": "reference"})
+			vals := with(noClass(), "controller.classes", map[string]any{"portico-lb.io/x": "reference"})
 			objs := mustRender(t, with(with(vals, "ccm.enabled", true), "ccm.provider", provider))
 			d := typed[appsv1.Deployment](t, objs, "Deployment/portico-ccm")
 			args := d.Spec.Template.Spec.Containers[0].Args

@@ -39,6 +39,15 @@
 // e.g. to see what a DaemonSet does on a node added after its install. An added node is one of
 // Nodes from then on and is stopped and cleaned up like the others.
 //
+// # Reboot
+//
+// Cluster.Reboot turns a node off and on as a machine reboots: every process of the node
+// killed (kubelet, containerd, shims, containers, the holder: its mounts and the pods' network
+// namespaces go with it), its netfilter ruleset and conntrack table flushed, /run and
+// containerd's state cleared (tmpfs on a real node); its network configuration and /var/lib
+// (images, the kubelet's root) stay; then the holder, containerd and the kubelet start again
+// and the kubelet restarts the node's pods in new sandboxes.
+//
 // # Dual-stack
 //
 // Options.IPFamilies makes the cluster dual-stack, IPv4 first (DualStack) or IPv6 first

@@ -41,6 +41,10 @@ type Node struct {
 	holder     *process.Process
 	containerd *process.Process
 	kubelet    *process.Process
+	// imported: containerd's root holds the cluster's images (a rebooted node keeps them).
+	imported bool
+	// containerdReady and kubeletStarted are the times of the last start's steps.
+	containerdReady, kubeletStarted time.Time
 }
 
 // ContainerdSocket is the node's containerd socket, reachable from this namespace too.
@@ -96,7 +100,7 @@ echo ready
 exec sleep infinity`
 
 // start brings the node up: directories, holder, containerd with the cluster's images and the
-// archives extra, kubelet.
+// archives extra (at the first start only: a rebooted node's containerd kept them), kubelet.
 func (n *Node) start(ctx context.Context, c *Cluster, extra []string) error {
 	begin := time.Now()
 	step := func(what string) {
@@ -141,17 +145,21 @@ func (n *Node) start(ctx context.Context, c *Cluster, extra []string) error {
 		return err
 	}
 	step("containerd ready")
-	for _, img := range c.images {
-		if err := n.ImportImage(ctx, img.Archive); err != nil {
-			return err
+	n.containerdReady = time.Now()
+	if !n.imported {
+		for _, img := range c.images {
+			if err := n.ImportImage(ctx, img.Archive); err != nil {
+				return err
+			}
 		}
-	}
-	for _, archive := range extra {
-		if err := n.ImportImage(ctx, archive); err != nil {
-			return err
+		for _, archive := range extra {
+			if err := n.ImportImage(ctx, archive); err != nil {
+				return err
+			}
 		}
+		n.imported = true
+		step("images imported")
 	}
-	step("images imported")
 	if err := n.writeKubeletConfig(c); err != nil {
 		return err
 	}
@@ -164,6 +172,7 @@ func (n *Node) start(ctx context.Context, c *Cluster, extra []string) error {
 		"--node-ip="+joinAddrs(n.Addrs()),
 		"--v=0",
 	)...)
+	n.kubeletStarted = time.Now()
 	return err
 }
 

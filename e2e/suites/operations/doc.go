@@ -46,6 +46,12 @@
 //	|                                                    | two agents names the addresses and the setting; a  |      |
 //	|                                                    | bad value stops the agent / fails the chart schema |      |
 //	|                                                    | naming the flag / value path                       |      |
+//	| [7] a node reboots on a cluster without kube-proxy | the chart refuses agent.apiServer "" with the agent | TestRebootWithoutKubeProxy; deploy: TestSchemaRefusesBadValues; config: TestAgentRefusesOwnClusterIP (unit); framework/nodes: TestReboot |
+//	|     (kubelet, containerd, agent, containers killed, | (naming the value and how to set it), and the agent |      |
+//	|     rules and conntrack flushed, /run cleared, then | refuses the kubernetes ClusterIP as its API server; |      |
+//	|     started again); the agent given the ClusterIP   | installed with the API server's address, the node  |      |
+//	|     (the chart's default agent.apiServer "")        | serves its ClusterIP and NodePort again and its    |      |
+//	|                                                    | agent is Ready in a new container                  |      |
 //	| [8] the agent starts while its Node lists only an  | without a restart, in both proxy modes, the agent  | TestFamiliesFollowNode (nftables, iptables); nodeproxy: TestFollowNodeFamilies, TestNextFamilies; nodeproxy/netfilter: TestSetFamilies (unit); nodeproxy/nftables (-tags e2e): TestSetFamilies |
 //	|     IPv4 InternalIP; the Node then gains its IPv6  | programs IPv6 (about 1 s after the update): a       |      |
 //	|     address (a dual-stack Local LB Service with a  | client reaches the pod at the IPv6 ClusterIP and    |      |

@@ -16,9 +16,7 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- $a := .Values.agent -}}
 apiVersion: config.portico-lb.io/v1alpha1
 kind: AgentConfiguration
-{{- if $a.apiServer }}
 kubeconfig: /etc/portico/agent/kubeconfig
-{{- end }}
 mode: {{ $a.mode }}
 healthzBindAddress: 0.0.0.0:{{ $a.healthzPort }}
 metricsBindAddress: {{ $a.metricsBindAddress }}
@@ -62,7 +60,7 @@ externalIPs:
 {{- end }}
 {{- end -}}
 
-{{/* portico-agent's kubeconfig when agent.apiServer is set: the API server at that address,
+{{/* portico-agent's kubeconfig: the API server at agent.apiServer (required: see agent/daemonset.yaml),
   with the pod's service-account token and cluster CA (as kubeadm configures kube-proxy). */}}
 {{- define "portico.agentKubeconfig" -}}
 apiVersion: v1
