@@ -288,7 +288,7 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 	stops.push(hcServers.Close)
 	a.loop.consumers = []Consumer{proxier, hcServers}
 	if a.cfg.Membership.Enabled {
-		leave, err := a.startMembership(ctx)
+		leave, err := a.startMembership(ctx, ev)
 		if err != nil {
 			return err
 		}
