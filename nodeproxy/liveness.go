@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-lb/portico/nodeproxy/membership"
 )
@@ -199,7 +200,11 @@ func (a *agent) membershipConfig(ctx context.Context) (membership.Config, error)
 		}
 	case mc.Secret != "":
 		ns, name, _ := strings.Cut(mc.Secret, "/") // validated
-		s, created, err := ensureKeySecret(ctx, a.cs, ns, name, a.cfg.NodeName, mc.CreateSecret)
+		var owner *metav1.OwnerReference
+		if mc.CreateSecret {
+			owner = a.keySecretOwner(ctx, ns)
+		}
+		s, created, err := ensureKeySecret(ctx, a.cs, ns, name, a.cfg.NodeName, mc.CreateSecret, owner)
 		if err != nil {
 			return cfg, err
 		}

@@ -96,25 +96,30 @@ func (k gossipKeys) fingerprints() []string {
 	return out
 }
 
-// newKeySecret is the Secret an agent creates when there is none: a random key.
-func newKeySecret(namespace, name, node string) (*corev1.Secret, error) {
+// newKeySecret is the Secret an agent creates when there is none: a random key, owned by
+// owner (the agents' DaemonSet; nil: none).
+func newKeySecret(namespace, name, node string, owner *metav1.OwnerReference) (*corev1.Secret, error) {
 	b := make([]byte, randomSecretBytes)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("making a membership key: %w", err)
 	}
-	return &corev1.Secret{
+	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
 			Labels:      map[string]string{"app.kubernetes.io/name": "portico-agent", "app.kubernetes.io/part-of": "portico"},
 			Annotations: map[string]string{"portico-lb.io/created-by": "portico-agent on node " + node}},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{secretKeyPrimary: []byte(base64.StdEncoding.EncodeToString(b))},
-	}, nil
+	}
+	if owner != nil {
+		s.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	return s, nil
 }
 
-// ensureKeySecret returns the Secret namespace/name, creating it with a random key when it is
-// missing and create allows: one Create, and on AlreadyExists (another agent won the race) the
-// winner's Secret. created says whether this call created it.
-func ensureKeySecret(ctx context.Context, cs kubernetes.Interface, namespace, name, node string, create bool) (s *corev1.Secret, created bool, err error) {
+// ensureKeySecret returns the Secret namespace/name, creating it with a random key (owned by
+// owner, when not nil) when it is missing and create allows: one Create, and on AlreadyExists
+// (another agent won the race) the winner's Secret. created says whether this call created it.
+func ensureKeySecret(ctx context.Context, cs kubernetes.Interface, namespace, name, node string, create bool, owner *metav1.OwnerReference) (s *corev1.Secret, created bool, err error) {
 	secrets := cs.CoreV1().Secrets(namespace)
 	s, err = secrets.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -125,7 +130,7 @@ func ensureKeySecret(ctx context.Context, cs kubernetes.Interface, namespace, na
 	case !create:
 		return nil, false, fmt.Errorf("the membership Secret %s/%s does not exist: create it (data key %q, any secret), or let the agents create it (--membership-create-secret)", namespace, name, secretKeyPrimary)
 	}
-	fresh, err := newKeySecret(namespace, name, node)
+	fresh, err := newKeySecret(namespace, name, node, owner)
 	if err != nil {
 		return nil, false, err
 	}
@@ -140,6 +145,24 @@ func ensureKeySecret(ctx context.Context, cs kubernetes.Interface, namespace, na
 		return nil, false, fmt.Errorf("reading the membership Secret %s/%s another agent created: %w", namespace, name, err)
 	}
 	return s, false, nil
+}
+
+// keySecretOwner is the owner of a Secret the agent creates: its DaemonSet (--daemonset) when
+// it lives in the Secret's namespace, so that deleting the DaemonSet (helm uninstall) deletes
+// the key with it (the garbage collector; no blockOwnerDeletion, which would need more
+// rights). nil when there is none or it cannot be read (the Secret then stays after an
+// uninstall; logged).
+func (a *agent) keySecretOwner(ctx context.Context, namespace string) *metav1.OwnerReference {
+	ns, name, ok := strings.Cut(a.cfg.DaemonSet, "/")
+	if !ok || ns != namespace || a.cs == nil {
+		return nil
+	}
+	ds, err := a.cs.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		a.log.Error(err, "Reading the agent's DaemonSet to own the membership Secret; a Secret created now outlives it")
+		return nil
+	}
+	return &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID}
 }
 
 // keyMetrics show the keys an agent holds and the messages it could not decrypt.

@@ -37,6 +37,7 @@ func TestKeysFromSecret(t *testing.T) {
 // what to do.
 func TestEnsureKeySecretRace(t *testing.T) {
 	cs := fake.NewClientset()
+	owner := &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "portico-agent", UID: "uid-1"}
 	const agents = 8
 	keys := make([][]byte, agents)
 	createdBy := make([]bool, agents)
@@ -45,12 +46,15 @@ func TestEnsureKeySecretRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, created, err := ensureKeySecret(context.Background(), cs, "kube-system", "portico-membership", "node", true)
+			s, created, err := ensureKeySecret(context.Background(), cs, "kube-system", "portico-membership", "node", true, owner)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			keys[i], createdBy[i] = s.Data["secret"], created
+			if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != owner.UID {
+				t.Errorf("agent %d: the Secret's owners %v, want the DaemonSet (gone with it at uninstall)", i, s.OwnerReferences)
+			}
 		}()
 	}
 	wg.Wait()
@@ -66,7 +70,7 @@ func TestEnsureKeySecretRace(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d agents created the Secret, want 1", n)
 	}
-	_, _, err := ensureKeySecret(context.Background(), cs, "kube-system", "missing", "node", false)
+	_, _, err := ensureKeySecret(context.Background(), cs, "kube-system", "missing", "node", false, nil)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("--membership-create-secret")) {
 		t.Errorf("a missing Secret without create: %v", err)
 	}

@@ -719,7 +719,8 @@ type logWriter struct {
 // decryptFailures are the texts memberlist v0.5.4 writes when a message cannot be decrypted with
 // the member's keys, or is not encrypted as the member expects. memberlist reports these only
 // as log lines (no error type, no metric, no delegate), so matching its text is the only hook;
-// TestDecryptFailuresCounted pins them against the vendored version.
+// TestDecryptFailureLines pins the texts, and TestKeyRotation counts real failures of the
+// vendored version.
 var decryptFailures = []string{
 	"no installed keys could decrypt",                            // a packet or a stream, another key
 	"remote state is encrypted and encryption is not configured", // a member without keys
