@@ -253,9 +253,10 @@ func (m *Membership) SetKeys(primary []byte, extra [][]byte) error {
 	if err := kr.UseKey(primary); err != nil {
 		return err
 	}
-	// UseKey installs a fresh slice; RemoveKey shifts keys within the keyring's slice, so
-	// removing right after it touches no slice a concurrent decryption may hold (memberlist
-	// v0.5.4's keyring hands its slice out to readers).
+	// memberlist v0.5.4's RemoveKey shifts the keys after the removed one within the slice
+	// that decryptions in flight may be reading: such a decryption may try a key twice or
+	// miss a secondary one, never the primary (index 0, never removed), which every member
+	// sends with once step 2 of a rotation is done everywhere (see the package doc).
 	for _, k := range slices.Clone(kr.GetKeys()) {
 		if !slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, k) }) {
 			if err := kr.RemoveKey(k); err != nil {
