@@ -159,9 +159,17 @@ type Membership struct {
 	BindAddress string
 	// Port is the TCP and UDP port of every agent.
 	Port int
-	// SecretFile holds the shared secret that encrypts the gossip (its SHA-256 is the key);
-	// empty: unencrypted.
+	// SecretFile holds the shared secret that encrypts the gossip (its SHA-256 is the key),
+	// read once at start: no rotation. Empty: see Secret; both empty: unencrypted.
 	SecretFile string
+	// Secret, "namespace/name", is the Secret that holds the gossip keys: data key "secret"
+	// is the one the agent sends with, every data key starting "secret-" is also accepted
+	// (a rotation; package nodeproxy/membership's doc). The agent reads it at start and
+	// watches it: a change of its keys takes effect at once, without a restart.
+	Secret string
+	// CreateSecret lets the agent create Secret with a random key when it is missing (one
+	// conflict-safe create: when several agents race, all of them use the winner's key).
+	CreateSecret bool
 	// The failure detector's timings (package nodeproxy/membership explains the arithmetic).
 	ProbeInterval, ProbeTimeout, GossipInterval, RejoinInterval time.Duration
 	SuspicionMult, SuspicionMaxTimeoutMult                      int
@@ -268,7 +276,9 @@ func (c *Agent) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&m.Enabled, "membership", m.Enabled, "run the agents' membership (memberlist): node liveness for announcers and for leaving out endpoints on dead nodes")
 	fs.StringVar(&m.BindAddress, "membership-bind-address", m.BindAddress, "node IP membership listens on and advertises (default: the Node's first InternalIP)")
 	fs.IntVar(&m.Port, "membership-port", m.Port, "membership TCP and UDP port, the same on every node")
-	fs.StringVar(&m.SecretFile, "membership-secret-file", m.SecretFile, "file holding the shared secret that encrypts membership traffic (default: unencrypted)")
+	fs.StringVar(&m.SecretFile, "membership-secret-file", m.SecretFile, "file holding the shared secret that encrypts membership traffic, read once at start (default: --membership-secret, else unencrypted)")
+	fs.StringVar(&m.Secret, "membership-secret", m.Secret, `"namespace/name" of the Secret holding the keys that encrypt membership traffic, read at start and watched: data key "secret" is sent with, keys named "secret-*" are accepted too (a rotation)`)
+	fs.BoolVar(&m.CreateSecret, "membership-create-secret", m.CreateSecret, "create --membership-secret with a random key when it is missing (a conflict-safe create: racing agents all take the winner's key)")
 	fs.DurationVar(&m.ProbeInterval, "membership-probe-interval", m.ProbeInterval, "how often each agent probes another")
 	fs.DurationVar(&m.ProbeTimeout, "membership-probe-timeout", m.ProbeTimeout, "how long a probe waits for its ack (less than the interval)")
 	fs.IntVar(&m.SuspicionMult, "membership-suspicion-mult", m.SuspicionMult, "probe intervals (times max(1, log10(nodes))) a suspected node has to refute before it is declared dead")
@@ -476,6 +486,18 @@ func (c *Agent) validateAnnounce(root *field.Path) field.ErrorList {
 		if _, err := os.Stat(m.SecretFile); err != nil {
 			errs = append(errs, field.Invalid(mp.Child("secretFile"), m.SecretFile, err.Error()))
 		}
+	}
+	if m.Secret != "" {
+		ns, name, ok := strings.Cut(m.Secret, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, field.Invalid(mp.Child("secret"), m.Secret, `must be "namespace/name"`))
+		}
+		if m.SecretFile != "" {
+			errs = append(errs, field.Invalid(mp.Child("secret"), m.Secret, "secret and secretFile exclude each other"))
+		}
+	}
+	if m.CreateSecret && m.Secret == "" {
+		errs = append(errs, field.Invalid(mp.Child("createSecret"), true, "needs secret"))
 	}
 	if m.ProbeInterval <= 0 {
 		errs = append(errs, field.Invalid(mp.Child("probeInterval"), m.ProbeInterval.String(), "must be > 0"))

@@ -140,6 +140,20 @@ func TestAgentValidateListsEveryAnnounceError(t *testing.T) {
 			t.Errorf("error does not mention membership.%s:\n%v", want, err)
 		}
 	}
+	// The keys' Secret: "namespace/name", not with a key file; create needs it.
+	c.Membership = DefaultMembership()
+	c.Membership.Enabled, c.Membership.Secret, c.Membership.CreateSecret = true, "portico-membership", true
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "config.membership.secret") {
+		t.Errorf("Validate = %v, want membership.secret refused", err)
+	}
+	c.Membership.Secret = ""
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "config.membership.createSecret") {
+		t.Errorf("Validate = %v, want membership.createSecret refused without a secret", err)
+	}
+	c.Membership.Secret = "kube-system/portico-membership"
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate = %v with a valid membership Secret", err)
+	}
 }
 
 // TestAgentBGPGracefulRestart: 30 s by default, 0 turns it off, and a value BGP cannot carry

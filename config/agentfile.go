@@ -88,6 +88,8 @@ type MembershipFile struct {
 	BindAddress             *string          `json:"bindAddress,omitempty"`
 	Port                    *int32           `json:"port,omitempty"`
 	SecretFile              *string          `json:"secretFile,omitempty"`
+	Secret                  *string          `json:"secret,omitempty"`
+	CreateSecret            *bool            `json:"createSecret,omitempty"`
 	ProbeInterval           *metav1.Duration `json:"probeInterval,omitempty"`
 	ProbeTimeout            *metav1.Duration `json:"probeTimeout,omitempty"`
 	GossipInterval          *metav1.Duration `json:"gossipInterval,omitempty"`
@@ -153,6 +155,8 @@ func (f *AgentConfiguration) settings() []setting {
 		str("membership.bindAddress", "membership-bind-address", m.BindAddress)
 		integer("membership.port", "membership-port", m.Port)
 		str("membership.secretFile", "membership-secret-file", m.SecretFile)
+		str("membership.secret", "membership-secret", m.Secret)
+		boolean("membership.createSecret", "membership-create-secret", m.CreateSecret)
 		dur("membership.probeInterval", "membership-probe-interval", m.ProbeInterval)
 		dur("membership.probeTimeout", "membership-probe-timeout", m.ProbeTimeout)
 		dur("membership.gossipInterval", "membership-gossip-interval", m.GossipInterval)

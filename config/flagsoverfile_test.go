@@ -91,6 +91,8 @@ func agentUnderTest() binaryUnderTest {
 			"membership-bind-address":               "198.18.0.7",
 			"membership-port":                       "7950",
 			"membership-secret-file":                "/etc/portico/flag-secret",
+			"membership-secret":                     "kube-system/portico-flag-key",
+			"membership-create-secret":              "true",
 			"membership-probe-interval":             "300ms",
 			"membership-probe-timeout":              "150ms",
 			"membership-suspicion-mult":             "6",
@@ -129,6 +131,8 @@ membership:
   bindAddress: 198.18.0.8
   port: 7999
   secretFile: /etc/portico/file-secret
+  secret: kube-system/portico-file-key
+  createSecret: false
   probeInterval: 200ms
   probeTimeout: 100ms
   gossipInterval: 60ms

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -302,7 +304,7 @@ func TestAgentDaemonSet(t *testing.T) {
 		t.Errorf("the agent's kubeconfig: cluster %+v, user %+v", cl, u)
 	}
 	if cfg.Kubeconfig != "/etc/portico/agent/kubeconfig" || cfg.Master != "" || len(cfg.ClusterCIDRs) != 2 || !slices.Equal(cfg.Announcers, []string{"l2"}) ||
-		!cfg.Membership.Enabled || cfg.Membership.SecretFile != "/etc/portico/membership/secret" || cfg.ProxyMode != config.ProxyModeNFTables ||
+		!cfg.Membership.Enabled || cfg.Membership.Secret != "kube-system/portico-membership" || !cfg.Membership.CreateSecret || cfg.Membership.SecretFile != "" || cfg.ProxyMode != config.ProxyModeNFTables ||
 		cfg.IgnoreExcludeLB || cfg.NodeName != "node1" || cfg.HealthzBindAddress != "0.0.0.0:10256" {
 		t.Errorf("the agent reads from its ConfigMap and args: %+v", cfg)
 	}
@@ -493,26 +495,19 @@ func TestUninstallCleanup(t *testing.T) {
 	}
 }
 
-// TestMembershipSecret: the key is random at install and kept at upgrade (lookup).
+// TestMembershipSecret (issue 30, item 4): the chart never makes the gossip key. No template
+// looks the cluster up or draws a random value, two renders (as `helm template`, and as an
+// install against a cluster that holds the Secret) give the same manifests byte for byte, and no
+// Secret is rendered: the agents read the Secret named in the values, create it when missing
+// (create: true; then their Role may create Secrets) and may read, list and watch that one only.
 func TestMembershipSecret(t *testing.T) {
 	ch := loadChart(t)
-	empty := fakeCluster()
-	key := func(out map[string]string) string {
-		t.Helper()
-		s := typed[corev1.Secret](t, objects(t, out), "Secret/portico-membership")
-		return string(s.Data["secret"])
-	}
-	out1, err := render(ch, baseValues(), renderOpts{lookup: empty})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out2, err := render(ch, baseValues(), renderOpts{lookup: empty})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k1, k2 := key(out1), key(out2)
-	if len(k1) != 48 || k1 == k2 {
-		t.Fatalf("two installs gave keys %q and %q: want two different random 48-character keys", k1, k2)
+	for _, f := range ch.Templates {
+		for _, fn := range []string{"lookup", "randAlphaNum", "randAlpha", "randNumeric", "randAscii", "randBytes", "uuidv4", "genPrivateKey"} {
+			if regexp.MustCompile(`\b` + fn + `\b`).Match(f.Data) {
+				t.Errorf("%s calls %s: a render would depend on the cluster or on chance", f.Name, fn)
+			}
+		}
 	}
 	existing := &unstructured.Unstructured{}
 	existing.SetAPIVersion("v1")
@@ -520,13 +515,62 @@ func TestMembershipSecret(t *testing.T) {
 	existing.SetNamespace(namespace)
 	existing.SetName("portico-membership")
 	existing.Object["data"] = map[string]any{"secret": base64.StdEncoding.EncodeToString([]byte("kept-key"))}
-	cluster := fakeCluster(existing)
-	up, err := render(ch, baseValues(), renderOpts{upgrade: true, lookup: cluster})
+	first, err := render(ch, baseValues(), renderOpts{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := key(up); got != "kept-key" {
-		t.Errorf("upgrade changed the key to %q, want the existing one kept", got)
+	for i, o := range []renderOpts{{}, {lookup: fakeCluster()}, {upgrade: true, lookup: fakeCluster(existing)}} {
+		again, err := render(ch, baseValues(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(first, again) {
+			for name := range first {
+				if first[name] != again[name] {
+					t.Errorf("render %d: %s differs from the first render", i+2, name)
+				}
+			}
+		}
+	}
+	objs := objects(t, first)
+	for key := range objs {
+		if strings.HasPrefix(key, "Secret/") {
+			t.Errorf("the chart renders %s", key)
+		}
+	}
+	ds := typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent")
+	cfg := agentConfig(t, objs, ds.Spec.Template.Spec.Containers[0].Args)
+	if cfg.Membership.Secret != namespace+"/portico-membership" || !cfg.Membership.CreateSecret || cfg.Membership.SecretFile != "" {
+		t.Errorf("the agent's membership keys: %+v", cfg.Membership)
+	}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Secret != nil {
+			t.Errorf("the agent mounts Secret %s: it reads and watches the membership Secret instead", v.Secret.SecretName)
+		}
+	}
+	secretRules := func(objs map[string]*unstructured.Unstructured) (read, create []rbacv1.PolicyRule) {
+		for _, r := range typed[rbacv1.Role](t, objs, "Role/portico-agent-membership").Rules {
+			if slices.Contains(r.Verbs, "create") {
+				create = append(create, r)
+			} else {
+				read = append(read, r)
+			}
+		}
+		return read, create
+	}
+	read, create := secretRules(objs)
+	if len(read) != 1 || !slices.Equal(read[0].ResourceNames, []string{"portico-membership"}) || !slices.Equal(read[0].Verbs, []string{"get", "list", "watch"}) ||
+		len(create) != 1 || !slices.Equal(create[0].Verbs, []string{"create"}) || !slices.Equal(create[0].Resources, []string{"secrets"}) {
+		t.Errorf("the agent's membership Role: read %+v, create %+v", read, create)
+	}
+
+	// Bring your own Secret: the agents only read it.
+	own := mustRender(t, with(with(baseValues(), "agent.membership.secret.create", false), "agent.membership.secret.name", "my-gossip"))
+	if cfg := agentConfig(t, own, typed[appsv1.DaemonSet](t, own, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args); cfg.Membership.Secret != namespace+"/my-gossip" || cfg.Membership.CreateSecret {
+		t.Errorf("create false: the agent reads %+v", cfg.Membership)
+	}
+	if read, create := secretRules(own); len(create) != 0 || len(read) != 1 || !slices.Equal(read[0].ResourceNames, []string{"my-gossip"}) {
+		t.Errorf("create false: the agent's membership Role: read %+v, create %+v", read, create)
 	}
 }
 
@@ -572,8 +616,9 @@ func TestCCM(t *testing.T) {
 	}
 }
 
-// TestLeastPrivilege: no component may touch Secrets beyond the named BGP passwords, nor use
-// wildcards, nor escalate RBAC.
+// TestLeastPrivilege: no component may read Secrets beyond the named BGP passwords and the
+// membership keys, nor use wildcards, nor escalate RBAC; the one create of Secrets is the
+// agent's, of the membership keys (a create cannot be limited by name).
 func TestLeastPrivilege(t *testing.T) {
 	vals := readValues(t, "manifests-values.yaml")
 	objs := mustRender(t, vals)
@@ -597,8 +642,12 @@ func TestLeastPrivilege(t *testing.T) {
 					t.Errorf("%s: verb %s in %+v", key, v, r)
 				}
 			}
-			if slices.Contains(r.Resources, "secrets") && (len(r.ResourceNames) == 0 || !sets.New(r.ResourceNames...).Equal(sets.New("bgp-password"))) {
-				t.Errorf("%s: Secrets beyond the BGP passwords: %+v", key, r)
+			if !slices.Contains(r.Resources, "secrets") {
+				continue
+			}
+			createKeys := key == "Role/portico-agent-membership" && slices.Equal(r.Verbs, []string{"create"}) && slices.Equal(r.Resources, []string{"secrets"})
+			if !createKeys && (len(r.ResourceNames) == 0 || !sets.New("bgp-password", "portico-membership").IsSuperset(sets.New(r.ResourceNames...))) {
+				t.Errorf("%s: Secrets beyond the BGP passwords and the membership keys: %+v", key, r)
 			}
 		}
 	}

@@ -295,7 +295,7 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 		a.loop.consumers = append(a.loop.consumers, newExternalIPsEvents(ctx, a.log.WithName("externalips"), a.cs, a.cfg.NodeName, a.cfg.ExternalIPs))
 	}
 	if a.cfg.Membership.Enabled {
-		leave, err := a.startMembership(ctx)
+		leave, err := a.startMembership(ctx, ev)
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,9 @@
 //     with a pod of the agent's DaemonSet) joined in the background (liveness.go); a starting
 //     agent counts the nodes of agents that have not joined yet as alive for up to 5 s
 //     (liveness.go's settling), so that the first agent of a fresh install does not announce
-//     every VIP until the others join;
+//     every VIP until the others join; its keys come from a Secret the agents create when it is
+//     missing (one conflict-safe Create) and watch, so that a key rotates without a restart,
+//     and decryption failures are counted and reported (membershipkeys.go);
 //   - announce: the VIP announcers (--announce=l2,bgp: ARP/NDP in announce/l2, BGP in
 //     announce/bgp), Consumers registered in announcers.go (BGP in announcers_bgp.go, left out by
 //     the build tag portico_nobgp) and run after netfilter and the health checks; package

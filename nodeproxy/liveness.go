@@ -6,12 +6,14 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/portico-lb/portico/nodeproxy/membership"
 )
@@ -23,14 +25,28 @@ import (
 // syncs presume them alive (settling), so that the first election does not see this agent
 // alone (it would win every VIP). The returned function leaves gracefully, or, when the agent
 // exits to restart (a.exitHold), tells the others to keep this node meanwhile.
-func (a *agent) startMembership(ctx context.Context) (func(), error) {
-	cfg, err := a.membershipConfig()
+func (a *agent) startMembership(ctx context.Context, ev agentEvents) (func(), error) {
+	cfg, err := a.membershipConfig(ctx)
 	if err != nil {
 		return nil, err
 	}
+	keyMetrics := newKeyMetrics(a.registry)
+	cfg.DecryptFailed = a.newDecryptReporter(keyMetrics, ev).failed
 	m, err := membership.Start(cfg)
 	if err != nil {
 		return nil, err
+	}
+	keyMetrics.setKeys(m.Keys())
+	if ref := a.cfg.Membership.Secret; ref != "" {
+		ns, name, _ := strings.Cut(ref, "/") // validated
+		w := &keyWatch{namespace: ns, name: name, m: m, log: a.log.WithName("membership"), metrics: keyMetrics,
+			invalid: func(err error) {
+				if ev.recorder != nil {
+					ev.recorder.Eventf(a.nodeRef(), nil, corev1.EventTypeWarning, reasonMembershipKeyInvalid, "ReadKeys",
+						"node %s's agent keeps its membership keys: %v", a.cfg.NodeName, err)
+				}
+			}}
+		go w.run(ctx, a.cs)
 	}
 	peers := func() []netip.Addr {
 		var out []netip.Addr
@@ -157,8 +173,9 @@ func (s *settling) end(missing []string) {
 }
 
 // membershipConfig is the member's configuration from the agent's: the bind address (the
-// flag's, else the Node's first InternalIP) and the shared secret read from its file.
-func (a *agent) membershipConfig() (membership.Config, error) {
+// flag's, else the Node's first InternalIP) and the keys: from the Secret (read, or created
+// when missing and allowed; membershipkeys.go), or the shared secret read from its file.
+func (a *agent) membershipConfig(ctx context.Context) (membership.Config, error) {
 	mc := a.cfg.Membership
 	cfg := membership.Config{
 		NodeName: a.cfg.NodeName,
@@ -175,11 +192,31 @@ func (a *agent) membershipConfig() (membership.Config, error) {
 	} else {
 		return cfg, fmt.Errorf("membership: Node %s has no InternalIP; set --membership-bind-address", a.cfg.NodeName)
 	}
-	if mc.SecretFile != "" {
+	switch {
+	case mc.SecretFile != "":
 		var err error
 		if cfg.SecretKey, err = membership.LoadSecretKey(mc.SecretFile); err != nil {
 			return cfg, err
 		}
+	case mc.Secret != "":
+		ns, name, _ := strings.Cut(mc.Secret, "/") // validated
+		var owner *metav1.OwnerReference
+		if mc.CreateSecret {
+			owner = a.keySecretOwner(ctx, ns)
+		}
+		s, created, err := ensureKeySecret(ctx, a.cs, ns, name, a.cfg.NodeName, mc.CreateSecret, owner)
+		if err != nil {
+			return cfg, err
+		}
+		k, err := keysFromSecret(s)
+		if err != nil {
+			return cfg, err
+		}
+		if created {
+			a.log.Info("Created the membership Secret with a random key", "secret", mc.Secret)
+		}
+		a.log.Info("Read the membership keys", "secret", mc.Secret, "resourceVersion", s.ResourceVersion, "dataKeys", k.names, "fingerprints", k.fingerprints())
+		cfg.SecretKey, cfg.ExtraKeys = k.primary, k.extra
 	}
 	return cfg, nil
 }

@@ -76,9 +76,37 @@
 // The cost: a node that announces a restart and then does not come back (the node itself
 // lost meanwhile) keeps its VIPs unanswered until the hold ends.
 //
-// # Security
+// # Keys and their rotation
 //
-// With a secret key every packet is encrypted and authenticated with AES-GCM; the key is the
-// SHA-256 of the key file's contents, so any secret works. Members with different keys cannot
-// join each other.
+// With a key every packet and stream is encrypted and authenticated with AES-GCM. The member's
+// keys sit in memberlist's keyring: the primary (Config.SecretKey) encrypts what it sends, and
+// every key of the ring (Config.ExtraKeys besides) is tried on what it receives. A key is the
+// SHA-256 of a secret of any length (DeriveKey), so any string works; Fingerprint names a key
+// (the first 8 hex digits of its SHA-256) in logs and metrics without revealing it. Members
+// that share no key cannot join each other.
+//
+// SetKeys replaces the ring while the member runs (add the new keys, switch the primary, remove
+// the rest), which makes a rotation possible without a restart: every agent reads its keys
+// from one Secret and follows it (package nodeproxy, membershipkeys.go: data key "secret" is
+// the primary, "secret-*" the extra keys). Rotating from key A to key B takes three edits of
+// the Secret, each awaited on every agent before the next:
+//
+//  1. add B as an extra key: every member still sends with A and accepts A and B;
+//  2. make B the primary and keep A as an extra key: members that have this step send with B,
+//     the others still with A, and every member accepts both;
+//  3. remove A: every member sends with B already, so nothing sent with A is left.
+//
+// At no moment does a member send with a key another member does not accept, so no probe
+// fails, no node is suspected and nothing moves. Replacing A by B at once is not safe:
+// between two members' updates neither understands the other, and a member whose update comes
+// later than the suspicion time (400 ms) is declared dead, its VIPs moved. "Awaited on every agent" is
+// what metric portico_agent_membership_keys shows (the fingerprints per agent); the watch
+// brings an edit to every agent within a fraction of a second (e2e/suites/l2 TestL2GossipKey
+// measures it) and docs/membership.md gives the commands.
+//
+// A message that no key of the ring decrypts (a member with another key, or none) is reported
+// to Config.DecryptFailed: memberlist v0.5.4 says so only in a log line (no error type, no
+// metric), so the member recognises its texts as they pass through the logger (logWriter).
+// The agent counts them in portico_agent_membership_decrypt_failures_total and reports them
+// as MembershipDecryptFailed Events on its Node.
 package membership

@@ -3,6 +3,7 @@ package membership
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,8 +57,16 @@ type Config struct {
 	BindAddr netip.Addr
 	// Port is the TCP and UDP port (DefaultPort).
 	Port int
-	// SecretKey encrypts the gossip; nil sends it in the clear. See LoadSecretKey.
+	// SecretKey encrypts the gossip (the keyring's primary key: what this member sends
+	// with); nil sends it in the clear. See DeriveKey and LoadSecretKey.
 	SecretKey []byte
+	// ExtraKeys are accepted for receiving besides SecretKey (a rotation; see SetKeys).
+	// They need a SecretKey.
+	ExtraKeys [][]byte
+	// DecryptFailed, when set, is called for every message memberlist could not decrypt
+	// (or that came unencrypted, or encrypted to a member without keys), with the peer's
+	// address as memberlist logged it ("" when it did not). It must not block.
+	DecryptFailed func(peer string)
 	// Timings of the failure detector (DefaultTimings).
 	Timings Timings
 	// RejoinInterval is how often peers missing from the view are joined again.
@@ -85,6 +95,14 @@ func (c Config) Validate() error {
 	if n := len(c.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		errs = append(errs, fmt.Errorf("membership: secret key is %d bytes, want 16, 24 or 32", n))
 	}
+	for i, k := range c.ExtraKeys {
+		if err := memberlist.ValidateKey(k); err != nil {
+			errs = append(errs, fmt.Errorf("membership: extra key %d: %w", i, err))
+		}
+	}
+	if len(c.ExtraKeys) > 0 && len(c.SecretKey) == 0 {
+		errs = append(errs, errors.New("membership: extra keys without a secret key"))
+	}
 	t := c.Timings
 	if t.ProbeInterval <= 0 || t.ProbeTimeout <= 0 || t.ProbeTimeout >= t.ProbeInterval {
 		errs = append(errs, fmt.Errorf("membership: want 0 < probe timeout (%v) < probe interval (%v)", t.ProbeTimeout, t.ProbeInterval))
@@ -98,25 +116,43 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// LoadSecretKey reads a secret from path and returns the 32-byte key derived from it (SHA-256
-// of the contents, surrounding white space removed).
+// LoadSecretKey reads a secret from path and returns the key derived from it (DeriveKey).
 func LoadSecretKey(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading membership secret: %w", err)
 	}
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 {
+	k := DeriveKey(b)
+	if k == nil {
 		return nil, fmt.Errorf("membership secret %s is empty", path)
 	}
+	return k, nil
+}
+
+// DeriveKey returns the 32-byte AES-256 key of a secret: the SHA-256 of its bytes, surrounding
+// white space removed, so that any secret of any length works. An empty secret has none (nil).
+func DeriveKey(secret []byte) []byte {
+	b := bytes.TrimSpace(secret)
+	if len(b) == 0 {
+		return nil
+	}
 	k := sha256.Sum256(b)
-	return k[:], nil
+	return k[:]
+}
+
+// Fingerprint names a key without revealing it: the first 8 hex digits of the SHA-256 of the
+// key (of the derived key, not of the secret it came from).
+func Fingerprint(key []byte) string {
+	h := sha256.Sum256(key)
+	return hex.EncodeToString(h[:4])
 }
 
 // Membership is a running member and its view of the alive nodes.
 type Membership struct {
 	cfg  Config
 	list *memberlist.Memberlist
+	// keyring is memberlist's (nil: unencrypted); SetKeys changes it in place.
+	keyring *memberlist.Keyring
 
 	mu    sync.Mutex
 	alive map[string]bool
@@ -171,7 +207,13 @@ func Start(cfg Config) (*Membership, error) {
 	mc.BindPort = cfg.Port
 	mc.AdvertiseAddr = cfg.BindAddr.String()
 	mc.AdvertisePort = cfg.Port
-	mc.SecretKey = cfg.SecretKey
+	if len(cfg.SecretKey) > 0 {
+		kr, err := memberlist.NewKeyring(cfg.ExtraKeys, cfg.SecretKey)
+		if err != nil {
+			return nil, fmt.Errorf("membership keyring: %w", err)
+		}
+		mc.Keyring, m.keyring = kr, kr
+	}
 	mc.ProbeInterval = cfg.Timings.ProbeInterval
 	mc.ProbeTimeout = cfg.Timings.ProbeTimeout
 	mc.SuspicionMult = cfg.Timings.SuspicionMult
@@ -179,7 +221,7 @@ func Start(cfg Config) (*Membership, error) {
 	mc.GossipInterval = cfg.Timings.GossipInterval
 	mc.Events = (*events)(m)
 	mc.Delegate = (*delegate)(m)
-	mc.Logger = log.New(logWriter{cfg.Log}, "", 0)
+	mc.Logger = log.New(logWriter{log: cfg.Log, decryptFailed: cfg.DecryptFailed}, "", 0)
 	list, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("starting membership on %s: %w", netip.AddrPortFrom(cfg.BindAddr, uint16(cfg.Port)), err)
@@ -187,6 +229,51 @@ func Start(cfg Config) (*Membership, error) {
 	m.list = list
 	go m.rejoinLoop()
 	return m, nil
+}
+
+// SetKeys replaces the keyring's keys: primary encrypts what this member sends, primary and
+// extra are accepted for what it receives, any other key is dropped. Keys are added first, the
+// primary switched next, the others removed last, so that no moment accepts fewer keys than
+// both the old and the new set hold in common. A member started without a key (unencrypted)
+// cannot start encrypting: that needs a restart (it would stop understanding its peers).
+func (m *Membership) SetKeys(primary []byte, extra [][]byte) error {
+	kr := m.keyring
+	if kr == nil {
+		return errors.New("membership runs unencrypted: restart the agent to encrypt it")
+	}
+	if err := memberlist.ValidateKey(primary); err != nil {
+		return fmt.Errorf("primary key: %w", err)
+	}
+	want := append([][]byte{primary}, extra...)
+	for i, k := range want {
+		if err := kr.AddKey(k); err != nil {
+			return fmt.Errorf("key %d: %w", i, err)
+		}
+	}
+	if err := kr.UseKey(primary); err != nil {
+		return err
+	}
+	// memberlist v0.5.4's RemoveKey shifts the keys after the removed one within the slice
+	// that decryptions in flight may be reading: such a decryption may try a key twice or
+	// miss a secondary one, never the primary (index 0, never removed), which every member
+	// sends with once step 2 of a rotation is done everywhere (see the package doc).
+	for _, k := range slices.Clone(kr.GetKeys()) {
+		if !slices.ContainsFunc(want, func(w []byte) bool { return bytes.Equal(w, k) }) {
+			if err := kr.RemoveKey(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Keys returns the keyring's keys, the primary first (nil: unencrypted).
+func (m *Membership) Keys() [][]byte {
+	kr := m.keyring
+	if kr == nil {
+		return nil
+	}
+	return slices.Clone(kr.GetKeys())
 }
 
 // Alive returns a copy of the view: the names of the nodes alive now, this one included, and
@@ -623,11 +710,43 @@ func (d *delegate) MergeRemoteState(buf []byte, join bool) {
 	}
 }
 
-// logWriter turns memberlist's "[LEVEL] memberlist: text" lines into logr calls.
-type logWriter struct{ log logr.Logger }
+// logWriter turns memberlist's "[LEVEL] memberlist: text" lines into logr calls, and reports
+// the lines that say a message could not be decrypted to decryptFailed.
+type logWriter struct {
+	log           logr.Logger
+	decryptFailed func(peer string)
+}
+
+// decryptFailures are the texts memberlist v0.5.4 writes when a message cannot be decrypted with
+// the member's keys, or is not encrypted as the member expects. memberlist reports these only
+// as log lines (no error type, no metric, no delegate), so matching its text is the only hook;
+// TestDecryptFailureLines pins the texts, and TestKeyRotation counts real failures of the
+// vendored version.
+var decryptFailures = []string{
+	"no installed keys could decrypt",                            // a packet or a stream, another key
+	"remote state is encrypted and encryption is not configured", // a member without keys
+	"encryption is configured but remote state is not encrypted", // a peer without keys
+	"Decrypt packet failed",                                      // any other packet decryption failure
+}
+
+// peerOf returns the peer memberlist names in a log line: "from=<addr>" (LogAddress, LogConn)
+// or "failed to join <addr>:" (Join); "" when neither is there.
+func peerOf(line string) string {
+	if _, rest, ok := strings.Cut(line, "from="); ok {
+		return strings.Fields(rest + " ")[0]
+	}
+	if _, rest, ok := strings.Cut(line, "failed to join "); ok {
+		addr, _, _ := strings.Cut(rest, ": ")
+		return addr
+	}
+	return ""
+}
 
 func (w logWriter) Write(b []byte) (int, error) {
 	line := strings.TrimSpace(string(b))
+	if w.decryptFailed != nil && slices.ContainsFunc(decryptFailures, func(f string) bool { return strings.Contains(line, f) }) {
+		w.decryptFailed(peerOf(line))
+	}
 	level, msg := "", line
 	if rest, ok := strings.CutPrefix(line, "["); ok {
 		if l, m, ok := strings.Cut(rest, "]"); ok {

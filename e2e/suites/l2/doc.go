@@ -39,6 +39,18 @@
 // full sync and 200 after it, well before the three joins (10 s each) could have ended; the
 // agent's peers are the 3 Nodes with its pods.
 //
+// TestL2GossipKey runs in a lab of its own (four nodes, its own control plane and controller):
+// three agents start at once with --membership-secret naming a Secret that does not exist and
+// --membership-create-secret; exactly one creates it and all three share its key and one
+// membership. Then, under traffic to a VIP (traffic.Load: held connections and a new
+// connection every 50 ms), the key is rotated by the three edits of docs/membership.md, each
+// awaited on every agent (portico_agent_membership_keys): no request fails, no held connection
+// breaks, no agent's view changes, no VIP is announced again, the client's neighbour entry stays
+// on the owner and no message fails to decrypt. Last, an agent on the fourth node with another
+// key (a key file) cannot join; it and the three count decryption failures
+// (portico_agent_membership_decrypt_failures_total), and it reports a MembershipDecryptFailed
+// Event on its Node.
+//
 // BenchmarkL2Failover repeats both failures (-l2agent.trials, 10 by default) and reports the
 // median and worst time from the failure to the client's neighbour entry moving to the new
 // node, and the requests failed in the 5 s after.

@@ -44,7 +44,8 @@ ignoreExcludeLB: {{ .Values.ignoreExcludeLB }}
 membership:
   enabled: true
   port: {{ $a.membership.port }}
-  secretFile: /etc/portico/membership/secret
+  secret: {{ .Release.Namespace }}/{{ $a.membership.secret.name }}
+  createSecret: {{ $a.membership.secret.create }}
   restartHold: {{ $a.membership.restartHold }}
 {{- end }}
 {{- if has "bgp" $a.announce }}
