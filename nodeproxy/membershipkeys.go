@@ -67,7 +67,7 @@ type gossipKeys struct {
 func keysFromSecret(s *corev1.Secret) (gossipKeys, error) {
 	k := gossipKeys{primary: membership.DeriveKey(s.Data[secretKeyPrimary]), names: []string{secretKeyPrimary}}
 	if k.primary == nil {
-		return gossipKeys{}, fmt.Errorf("Secret %s/%s has no data key %q, or it is empty: the agents keep their keys", s.Namespace, s.Name, secretKeyPrimary)
+		return gossipKeys{}, fmt.Errorf("the Secret %s/%s has no data key %q, or it is empty: the agents keep their keys", s.Namespace, s.Name, secretKeyPrimary)
 	}
 	var names []string
 	for name := range s.Data {
