@@ -287,6 +287,7 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
 	stops.push(hcServers.Close)
 	a.loop.consumers = []Consumer{proxier, hcServers}
+	a.loop.rules = proxier
 	if a.cfg.Membership.Enabled {
 		leave, err := a.startMembership(ctx)
 		if err != nil {
