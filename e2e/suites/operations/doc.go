@@ -55,6 +55,8 @@
 //	|      whose specs never run, or ginkgo fails alone; | make conformance exits non-zero, the table says so  |      |
 //	|      a spec that passes in L2 only by a VIP move   | (counts pinned: fast 21, full 66/17/87/16); the    |      |
 //	|                                                    | L2 column shows the spec n/a with its reason       |      |
+//	| [13] the rules programmer fails in a sync that brings a new VIP (a user's rule jumping to an agent chain, in iptables mode; before item 12's fix, a Local Service's deletion in nftables mode) | no node announces the VIP while its rules lack it (the elected node logs that it holds it back), and withdrawals go on; once a sync programs the rules exactly one node answers ARP, with the VIP in its rules | TestRulesFailedAnnounceNothingNew; nodeproxy: TestSyncLoopRulesFailedReachesAnnouncers; announce/l2, announce/bgp: TestConsumerAddsNothingWhileRulesFail; e2e/suites/bgp: TestBGPFailover (after TestBGPAnnounce: every one of 30 requests answered once the router has every next hop) |
+//	| [13] the switch from MetalLB (kube-proxy, L2 and BGP speakers) to the chart's Portico under traffic | held connections are reset only where their flow's path changed: none on a layer-2 VIP whose announcing node (the client's neighbour entry) did not move, at most one per held connection and move when it did; on the BGP VIP only while a node's path is out of the router or coming back, at most one per held connection and path change | e2e/suites/migration: TestSwitchUnderTraffic |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
