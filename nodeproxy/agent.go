@@ -290,7 +290,9 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 	hcServers := healthcheck.NewServers(a.log.WithName("healthcheck"), healthcheck.Options{
 		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families, Addresses: proxier.HealthCheckAddresses})
 	stops.push(hcServers.Close)
-	a.loop.consumers = []Consumer{&followNode{dataplane: proxier, forget: a.health.ForgetFamily}, hcServers}
+	rules := &followNode{dataplane: proxier, forget: a.health.ForgetFamily}
+	a.loop.consumers = []Consumer{rules, hcServers}
+	a.loop.rules = rules
 	if a.cfg.ExternalIPs.Policy != config.ExternalIPsAllow && a.cs != nil {
 		a.loop.consumers = append(a.loop.consumers, newExternalIPsEvents(ctx, a.log.WithName("externalips"), a.cs, a.cfg.NodeName, a.cfg.ExternalIPs))
 	}

@@ -69,7 +69,12 @@
 // for every consumer. Every consumer runs on every sync even when an earlier one failed: the
 // rooms are independent (before the split, the health-check servers were not updated after a
 // failed restore; now they are, and /healthz still turns unhealthy after 2 x --sync-period of
-// failures). Consumers run in order on the loop's goroutine; Sync must not keep State.
+// failures). When the rules programmer failed, the consumers after it get State.RulesFailed:
+// the announcers then withdraw as usual but announce nothing they were not announcing already,
+// since the kernel may lack this sync's rules (a VIP announced in such a sync drew traffic to a
+// node with no rule for it, which has no route for it either: "network is unreachable" for the
+// first packets, until the retry). Consumers run in order on the loop's goroutine; Sync must not
+// keep State.
 //
 // Run's steps are one function each (agent.go): listen (the ports of /healthz, /readyz, /livez
 // and /metrics, bound before any call to the API server; a port in use, as kube-proxy's, stops

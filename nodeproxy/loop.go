@@ -55,9 +55,12 @@ type syncLoop struct {
 	// over store on the first sync).
 	snapshot  *tracker.Snapshot
 	consumers []Consumer
-	queue     workqueue.TypedRateLimitingInterface[string]
-	limiter   *rate.Limiter
-	metrics   *loopMetrics
+	// rules is the consumer among consumers that programs the rules (the proxy mode's
+	// programmer): when it fails, the consumers after it get State.RulesFailed. Nil: none.
+	rules   Consumer
+	queue   workqueue.TypedRateLimitingInterface[string]
+	limiter *rate.Limiter
+	metrics *loopMetrics
 	// synced is told about every successful sync (nil: nobody).
 	synced func()
 	// liveness returns the membership view for State.Alive and State.Dead (nil: no
@@ -134,8 +137,9 @@ func (l *syncLoop) processNext(ctx context.Context) bool {
 }
 
 // sync is one pass of the loop: take the pending changes, hand the state to every consumer (all
-// of them, even after one failed: the rooms are independent), and on any failure put the
-// changes back for the next, full, sync.
+// of them, even after one failed: the rooms are independent, but after the rules programmer
+// failed the state says so, State.RulesFailed, and announcers add nothing), and on any failure
+// put the changes back for the next, full, sync.
 func (l *syncLoop) sync(ctx context.Context) error {
 	start := time.Now()
 	full := l.fullPending.Swap(false)
@@ -163,6 +167,8 @@ func (l *syncLoop) sync(ctx context.Context) error {
 	for _, c := range l.consumers {
 		if err := c.Sync(ctx, st); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Name(), err))
+			// The announcers after it must not draw traffic for what the rules may lack.
+			st.RulesFailed = st.RulesFailed || (l.rules != nil && c == l.rules)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

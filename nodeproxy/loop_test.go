@@ -61,6 +61,7 @@ func newLoopFixture(t *testing.T) *loopFixture {
 	f.loop.changes, f.loop.store, f.store = f.tracker, store, store
 	proxier := netfilter.New(netfilter.Options{MasqueradeBit: 12, Netfilters: map[rules.Family]netfilter.Netfilter{rules.IPv4: f.fake}})
 	f.loop.consumers = []Consumer{proxier, f.rec}
+	f.loop.rules = proxier
 	t.Cleanup(f.loop.queue.ShutDown)
 	return f
 }
@@ -305,5 +306,36 @@ func TestSyncLoopOneStatePerSync(t *testing.T) {
 	}
 	if !slices.Contains(keys, late) {
 		t.Errorf("next sync: the announcer's keys %v lack %v", keys, late)
+	}
+}
+
+// TestSyncLoopRulesFailedReachesAnnouncers: when the rules programmer fails, the consumers
+// after it (the announcers) are told (State.RulesFailed), so that a VIP new in that sync is not
+// announced without its rules; another consumer's failure does not set it, nor does a
+// successful sync.
+func TestSyncLoopRulesFailedReachesAnnouncers(t *testing.T) {
+	ctx := context.Background()
+	f := newLoopFixture(t)
+	f.service("web", "198.19.1.2")
+	if err := f.loop.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.rec.states[0].RulesFailed {
+		t.Error("a successful sync says the rules failed")
+	}
+
+	f.service("api", "198.19.1.3")
+	f.fake.FailRestores = 1
+	if err := f.loop.sync(ctx); err == nil {
+		t.Fatal("the sync did not fail")
+	}
+	if !f.rec.states[1].RulesFailed {
+		t.Error("the consumer after the failed rules programmer was not told")
+	}
+
+	f.rec.fail = errors.New("announce failed")
+	_ = f.loop.sync(ctx)
+	if f.rec.states[2].RulesFailed {
+		t.Error("a sync whose rules were programmed says they failed (only another consumer failed)")
 	}
 }

@@ -8,7 +8,10 @@
 // An announcer is a Consumer of the agent's sync loop (package nodeproxy), registered by name
 // in nodeproxy/announcers.go and selected with --announce (config.KnownAnnouncers). It runs
 // after netfilter and the health checks on every sync, so that the rules (without the
-// endpoints of dead nodes, below) are in place before a VIP draws traffic to this node. With
+// endpoints of dead nodes, below) are in place before a VIP draws traffic to this node. When
+// the rules failed in a sync (State.RulesFailed), an announcer withdraws as usual but announces
+// nothing it was not announcing before that sync (l2: no VIP new to this node; bgp: no new
+// prefix, no prefix to a new peer) until a sync programs the rules. With
 // any announcer the tracker (package tracker, tracker.Options) watches every Node and the
 // AddressPools, and tracker.State carries:
 //

@@ -46,6 +46,15 @@ type State struct {
 	// nor those never seen). Announcers elect among Alive; the rules leave out endpoints on
 	// Dead nodes.
 	Alive, Dead map[string]bool
+	// RulesFailed is set, for the consumers after it, when the rules programmer (netfilter or
+	// nftables) failed in this sync: the kernel then holds the rules of the last successful
+	// sync, or, per IP family, this sync's. An announcer must then draw no traffic it did not
+	// draw already: it withdraws as usual, but announces nothing it was not announcing before
+	// this sync (what it announced was in the last successful rules and, if this sync still
+	// wants it, is in this sync's too). Otherwise a VIP new in a failed sync is announced with
+	// no rule for it on the node, and the node, which has no route for it, answers its first
+	// packets with ICMP net unreachable until a retry programs the rules (0.5 s and more).
+	RulesFailed bool
 }
 
 // Store is read access to the tracked objects (the informer caches).

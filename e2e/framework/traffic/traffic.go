@@ -56,6 +56,7 @@ type Load struct {
 	attempts []attempt // of the new-connection loop, in order
 	failed   []string  // on new connections, and opening held connections
 	resets   []string  // of held connections
+	resetAt  []time.Time
 	stopped  *Result
 }
 
@@ -74,6 +75,9 @@ type Result struct {
 	// Failed are the failed requests on new connections (and failed openings of held
 	// connections), Resets the held connections that broke.
 	Failed, Resets []string
+	// ResetAt are the times the held connections in Resets broke (when the failed request
+	// returned), in the same order.
+	ResetAt []time.Time
 	// FailedNew is the number of failed requests on new connections.
 	FailedNew int
 	// LongestFailure is the longest window in which requests on new connections failed: from
@@ -118,7 +122,11 @@ func Run(client *netlab.Host, target netip.AddrPort, o Options) *Load {
 					return
 				}
 				if err := l.hold(ctx, i, conn); err != nil && ctx.Err() == nil {
-					l.record(&l.resets, "%s held connection %d: %v", time.Now().Format("15:04:05.000"), i, err)
+					at := time.Now()
+					l.mu.Lock()
+					l.resets = append(l.resets, fmt.Sprintf("%s held connection %d: %v", at.Format("15:04:05.000"), i, err))
+					l.resetAt = append(l.resetAt, at)
+					l.mu.Unlock()
 				}
 			}
 		})
@@ -234,7 +242,8 @@ func (l *Load) Stop() Result {
 	if l.stopped != nil {
 		return *l.stopped
 	}
-	r := Result{OK: l.ok.Load(), OnHeld: l.onHeld.Load(), Failed: slices.Clone(l.failed), Resets: slices.Clone(l.resets), NewRequests: len(l.attempts)}
+	r := Result{OK: l.ok.Load(), OnHeld: l.onHeld.Load(), Failed: slices.Clone(l.failed), Resets: slices.Clone(l.resets),
+		ResetAt: slices.Clone(l.resetAt), NewRequests: len(l.attempts)}
 	r.FailedNew, r.LongestFailure, r.LongestFailureAt, r.SlowestNew = summarize(l.attempts)
 	l.stopped = &r
 	return r

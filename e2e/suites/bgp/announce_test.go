@@ -136,6 +136,12 @@ func TestBGPAnnounce(t *testing.T) {
 		if _, err := shared.CS.CoreV1().Secrets("kube-system").Create(context.Background(), secretWith(sec, "not-the-password"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		// Gone at the end, so that the test runs again in one process (-count).
+		t.Cleanup(func() {
+			if err := shared.CS.CoreV1().Secrets("kube-system").Delete(context.Background(), sec, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("deleting Secret %s: %v", sec, err)
+			}
+		})
 		setSecret(t, "router-v4", sec)
 		waitHops(t, vip4, nil, 30*time.Second)
 		p := peerStatus(t, "router-v4", func(e v1alpha1.BGPPeerNodeStatus) bool {

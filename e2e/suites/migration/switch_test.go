@@ -46,6 +46,11 @@ const (
 	// connections may fail for no longer than this across the switch.
 	l2FailoverBound = time.Second
 
+	// l2Held and bgpHeld are the held connections per layer-2 VIP and on the BGP VIP;
+	// heldTimeout bounds each of their requests.
+	l2Held, bgpHeld = 2, 4
+	heldTimeout     = 3 * time.Second
+
 	// Ports the agent takes while kube-proxy still runs on the node (kube-proxy holds 10256
 	// and 10249, the agent's defaults).
 	agentHealthzPort = 10266
@@ -62,8 +67,12 @@ const (
 // installs Portico (controller and agents: the agents announce and program the dataplane
 // beside kube-proxy), MetalLB's speakers stop, kube-proxy stops and its rules are removed
 // (kube-proxy --cleanup). Every Service keeps its addresses (a watch sees no status change),
-// requests on new connections fail for no longer than one failover, and the held connections
-// reset are counted and reported.
+// requests on new connections fail for no longer than one failover, and held connections are
+// reset only where the path of their flow changed: none on a layer-2 VIP whose announcing node
+// (the client's neighbour entry) did not move, at most one per held connection and move when it
+// did; on the BGP VIP only while a node's path is out of the router or coming back (ECMP
+// rehashes the flows: a flow moved to another node meets no conntrack entry there), at most
+// one per held connection and path change.
 func TestSwitchUnderTraffic(t *testing.T) {
 	c := nodes.New(t, nodes.Options{Nodes: 3, Clients: 1, Router: true})
 	ctx := t.Context()
@@ -253,9 +262,9 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	arp := netlab.WatchNeighbours(t, client.NS, vips, 50*time.Millisecond)
 	var loads []*traffic.Load
 	for _, target := range targets {
-		loads = append(loads, traffic.Start(t, client, target, traffic.Options{Held: 2, Timeout: 3 * time.Second, TolerateFailures: true}))
+		loads = append(loads, traffic.Start(t, client, target, traffic.Options{Held: l2Held, Timeout: heldTimeout, TolerateFailures: true}))
 	}
-	loads = append(loads, traffic.Start(t, &outside.Host, routed, traffic.Options{Held: 4, Timeout: 3 * time.Second, TolerateFailures: true}))
+	loads = append(loads, traffic.Start(t, &outside.Host, routed, traffic.Options{Held: bgpHeld, Timeout: heldTimeout, TolerateFailures: true}))
 	allTargets := append(slices.Clone(targets), routed)
 	flowing := func(what string) {
 		t.Helper()
@@ -303,6 +312,7 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	// Step 6: MetalLB's speakers go, one node at a time: the router holds one session per
 	// node, MetalLB's until its speaker stops; the node's path comes back when the agent's
 	// session is up and its route in the router's kernel.
+	var pathChanges []pathWindow
 	for _, n := range c.Nodes {
 		metallbSession := session(t, bird, n.Name)
 		at = time.Now()
@@ -321,6 +331,7 @@ func TestSwitchUnderTraffic(t *testing.T) {
 			t.Fatalf("Portico's route from %s: %v\n%s", n.Name, err, out)
 		}
 		cancel()
+		pathChanges = append(pathChanges, pathWindow{node: n.Name, from: at, to: time.Now()})
 		step("speaker on "+n.Name+" stopped, the agent's session and route in", at)
 	}
 	flowing("after MetalLB's speakers stopped")
@@ -349,10 +360,14 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	for _, ch := range changes {
 		t.Errorf("status changed across the switch: %s", ch)
 	}
+	results := make([]traffic.Result, len(loads))
+	for i, l := range loads {
+		results[i] = l.Stop()
+	}
+	neigh := arp.Stop()
 	var failedNew, newRequests, resets, served int
 	var longest time.Duration
-	for i, l := range loads {
-		res := l.Stop()
+	for i, res := range results {
 		failedNew += res.FailedNew
 		newRequests += res.NewRequests
 		resets += len(res.Resets)
@@ -371,9 +386,30 @@ func TestSwitchUnderTraffic(t *testing.T) {
 				allTargets[i], res.LongestFailure.Round(time.Millisecond), res.LongestFailureAt.Format("15:04:05.000"), l2FailoverBound)
 		}
 	}
+	// The held connections' bound. Layer 2: a held connection's packets reach the node the
+	// client's neighbour entry names, which has its conntrack entry whichever proxy created
+	// it; only a move of that entry breaks it (once per connection and move).
+	for i, tg := range targets {
+		moved := neighbourMoves(neigh, tg.Addr())
+		if bound := l2Held * len(moved); len(results[i].Resets) > bound {
+			t.Errorf("%s: %d held connections reset; at most %d (%d held x %d moves of the client's neighbour entry: %v)",
+				tg, len(results[i].Resets), bound, l2Held, len(moved), moved)
+		}
+	}
+	// BGP: each node's speaker-to-agent handover removes its path from the router and adds
+	// it back; each change may move each held flow to another node once.
+	bgpRes := results[len(results)-1]
+	if bound := bgpHeld * 2 * len(pathChanges); len(bgpRes.Resets) > bound {
+		t.Errorf("%s: %d held connections reset; at most %d (%d held x %d path changes)", routed, len(bgpRes.Resets), bound, bgpHeld, 2*len(pathChanges))
+	}
+	for j, at := range bgpRes.ResetAt {
+		if !slices.ContainsFunc(pathChanges, func(w pathWindow) bool { return w.holds(at) }) {
+			t.Errorf("%s: held connection reset outside every node's path change (%s): %s", routed, describeWindows(pathChanges), bgpRes.Resets[j])
+		}
+	}
 	t.Logf("switch (%s): %s", time.Since(began).Round(time.Millisecond), strings.Join(steps, "; "))
 	var moves []string
-	for _, ch := range arp.Stop() {
+	for _, ch := range neigh {
 		who := "none"
 		if ch.MAC != "" {
 			who = macs[ch.MAC]
@@ -381,8 +417,48 @@ func TestSwitchUnderTraffic(t *testing.T) {
 		moves = append(moves, fmt.Sprintf("%s %s -> %s", ch.At.Format("15:04:05.000"), ch.Addr, who))
 	}
 	t.Logf("the client's neighbour entries for the VIPs: %s", strings.Join(moves, "; "))
-	t.Logf("across the switch: %d Services, %d status.loadBalancer changes (%d watch events); %d requests served; %d of %d new connections failed, longest failed window %s; %d held connections reset",
-		len(before), len(changes), events, served, failedNew, newRequests, longest.Round(time.Millisecond), resets)
+	t.Logf("across the switch: %d Services, %d status.loadBalancer changes (%d watch events); %d requests served; %d of %d new connections failed, longest failed window %s; %d held connections reset (%d on the layer-2 VIPs, %d on the BGP VIP)",
+		len(before), len(changes), events, served, failedNew, newRequests, longest.Round(time.Millisecond), resets, resets-len(bgpRes.Resets), len(bgpRes.Resets))
+}
+
+// pathWindow is one node's BGP handover: from its speaker's stop until the router's kernel had
+// its path again (the agent's route).
+type pathWindow struct {
+	node     string
+	from, to time.Time
+}
+
+// holds reports whether a held connection that broke at t broke from this handover: within it,
+// or up to one held request's timeout (a moved flow whose packets are dropped rather than
+// reset) and a second after the path came back.
+func (w pathWindow) holds(t time.Time) bool {
+	return !t.Before(w.from) && !t.After(w.to.Add(heldTimeout+time.Second))
+}
+
+func describeWindows(ws []pathWindow) string {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, fmt.Sprintf("%s %s-%s", w.node, w.from.Format("15:04:05.000"), w.to.Format("15:04:05.000")))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// neighbourMoves lists the moves of addr's neighbour entry in changes: each time it named a
+// MAC other than the last one it named (an entry that went and came back to the same MAC did
+// not move).
+func neighbourMoves(changes []netlab.NeighbourChange, addr netip.Addr) []string {
+	var out []string
+	last := ""
+	for _, c := range changes {
+		if c.Addr != addr || c.MAC == "" {
+			continue
+		}
+		if last != "" && c.MAC != last {
+			out = append(out, c.At.Format("15:04:05.000")+" "+c.MAC)
+		}
+		last = c.MAC
+	}
+	return out
 }
 
 // kubeProxyArgs run kube-proxy on node n as a kubeadm cluster does in substance (iptables

@@ -13,6 +13,7 @@ import (
 
 	"github.com/portico-lb/portico/api/v1alpha1"
 	"github.com/portico-lb/portico/e2e/framework/labcluster"
+	"github.com/portico-lb/portico/e2e/framework/netlab"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
@@ -26,10 +27,12 @@ const announceNamespace = "announce"
 // on-link: only ARP tells it where an address is.
 type announceLab struct {
 	*labcluster.Env
-	macs map[string]net.HardwareAddr // node -> eth0
+	macs   map[string]net.HardwareAddr // node -> eth0
+	agents map[string]*netlab.Process  // node -> its agent
 }
 
-func announceStart(t *testing.T, pool string) *announceLab {
+// announceStart starts the fixture with pool; agentArgs are added to every agent's arguments.
+func announceStart(t *testing.T, pool string, agentArgs ...string) *announceLab {
 	t.Helper()
 	prereq.RequireRoot(t, prereq.IPRoute2, prereq.IPTables, prereq.IPUtilsArping)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -43,7 +46,7 @@ func announceStart(t *testing.T, pool string) *announceLab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &announceLab{Env: env, macs: map[string]net.HardwareAddr{}}
+	l := &announceLab{Env: env, macs: map[string]net.HardwareAddr{}, agents: map[string]*netlab.Process{}}
 	for _, n := range env.Lab.Nodes() {
 		if err := n.Do(func() error {
 			ifi, err := net.InterfaceByName("eth0")
@@ -70,11 +73,12 @@ func announceStart(t *testing.T, pool string) *announceLab {
 	for _, n := range env.Lab.Nodes() {
 		// The agent's defaults for the classes: class-less Services are Portico's (the
 		// controller's --classless-provider=baremetal), no class is.
-		p := n.Run(t, env.Agent, "--kubeconfig="+env.Kubeconfig, "--hostname-override="+n.Name,
+		p := n.Run(t, env.Agent, append([]string{"--kubeconfig=" + env.Kubeconfig, "--hostname-override=" + n.Name,
 			"--iptables-sync-period=30s", "--iptables-min-sync-period=100ms",
 			"--healthz-bind-address=0.0.0.0:10256", "--metrics-bind-address=0",
-			"--cluster-cidr="+strings.Join(cidrs, ","),
-			"--announce=l2", "--membership", "--membership-rejoin-interval=1s", "-v=1")
+			"--cluster-cidr=" + strings.Join(cidrs, ","),
+			"--announce=l2", "--membership", "--membership-rejoin-interval=1s", "-v=1"}, agentArgs...)...)
+		l.agents[n.Name] = p
 		wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		err := p.WaitFor(wctx, `"Synced"`)
 		wcancel()

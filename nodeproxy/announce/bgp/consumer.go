@@ -107,6 +107,8 @@ type Consumer struct {
 	// staying is whether the node, at the last sync, was one that keeps its routes over an
 	// agent restart: eligible (servicerules.NodeEligible) and not cordoned.
 	staying bool
+	// advertised are the advertisements handed to the speaker at the last sync.
+	advertised []Advertisement
 }
 
 // NewConsumer starts the BGPPeer watch and the status reporter; Stop ends both and the speaker.
@@ -183,8 +185,42 @@ func (c *Consumer) Sync(ctx context.Context, st *tracker.State) error {
 			return err
 		}
 	}
+	if st.RulesFailed {
+		advs = c.keepAdvertised(advs)
+	}
+	c.advertised = advs
 	// Withdraw first, so that a peer that goes away takes no stale route with it.
 	return errors.Join(c.speaker.SetAdvertisements(ctx, advs), c.speaker.SetPeers(ctx, peers))
+}
+
+// keepAdvertised is advs less what the last sync did not advertise: the prefixes it did not
+// advertise, and the peers it did not advertise a prefix to (State.RulesFailed: a sync whose
+// rules failed adds no route, it may only withdraw).
+func (c *Consumer) keepAdvertised(advs []Advertisement) []Advertisement {
+	var out, held []Advertisement
+	for _, a := range advs {
+		i := slices.IndexFunc(c.advertised, func(b Advertisement) bool { return b.Prefix == a.Prefix })
+		if i < 0 {
+			held = append(held, a)
+			continue
+		}
+		kept := a
+		kept.Peers = slices.DeleteFunc(slices.Clone(a.Peers), func(p netip.Addr) bool { return !slices.Contains(c.advertised[i].Peers, p) })
+		if len(kept.Peers) < len(a.Peers) {
+			held = append(held, a)
+		}
+		if len(kept.Peers) > 0 {
+			out = append(out, kept)
+		}
+	}
+	if len(held) > 0 {
+		var prefixes []string
+		for _, a := range held {
+			prefixes = append(prefixes, a.Prefix.String())
+		}
+		c.opts.Log.Info("Not advertising routes new to this node until its rules are programmed", "prefixes", prefixes)
+	}
+	return out
 }
 
 // selectedPeers returns the BGPPeers whose node selector matches node, by name, and every

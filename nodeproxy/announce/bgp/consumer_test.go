@@ -252,6 +252,12 @@ func (w *world) consumer(me string) *Consumer {
 // sync runs one Sync as node me once the BGPPeer watch shows every BGPPeer the fake holds.
 func (w *world) sync(c *Consumer, me string) {
 	w.t.Helper()
+	w.syncState(c, w.state(me))
+}
+
+// syncState is sync with the State st.
+func (w *world) syncState(c *Consumer, st *tracker.State) {
+	w.t.Helper()
 	list, err := w.dyn.Resource(BGPPeersResource).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		w.t.Fatal(err)
@@ -263,7 +269,7 @@ func (w *world) sync(c *Consumer, me string) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := c.Sync(context.Background(), w.state(me)); err != nil {
+	if err := c.Sync(context.Background(), st); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -623,4 +629,37 @@ func TestConsumerStopForRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConsumerAddsNothingWhileRulesFail: in a sync whose rules failed (State.RulesFailed) the
+// node keeps the routes it advertised and still withdraws, but advertises no new prefix and no
+// prefix to a new peer until a sync programs the rules.
+func TestConsumerAddsNothingWhileRulesFail(t *testing.T) {
+	w := newWorld(t)
+	w.node("node1")
+	w.peer("r1", "198.19.0.1", nil)
+	w.pool("bgp", &v1alpha1.BGPAnnounce{}, "198.18.10.0/24")
+	w.service("web", false, "198.18.10.1")
+	c, f := w.consumer("node1"), w.sessions
+	w.sync(c, "node1")
+	wantAdverts(t, f, "198.18.10.1/32>198.19.0.1")
+
+	failed := func() *tracker.State {
+		st := w.state("node1")
+		st.RulesFailed = true
+		return st
+	}
+	w.service("api", false, "198.18.10.2")
+	w.peer("r2", "198.19.0.2", nil)
+	w.syncState(c, failed())
+	wantAdverts(t, f, "198.18.10.1/32>198.19.0.1")
+
+	if err := w.svcs.Delete(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	w.syncState(c, failed())
+	wantAdverts(t, f)
+
+	w.sync(c, "node1")
+	wantAdverts(t, f, "198.18.10.2/32>198.19.0.1+198.19.0.2")
 }

@@ -67,6 +67,8 @@ type Consumer struct {
 	// winners is the last elected node per VIP ("" none), as this agent computed it.
 	winners   map[netip.Addr]string
 	lastAlive int
+	// announced are the VIPs handed to the Announcer at the last sync.
+	announced map[netip.Addr]bool
 }
 
 // NewConsumer returns a Consumer; it announces nothing until its first Sync.
@@ -100,6 +102,7 @@ func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
 	var mine []VIP
 	winners := map[netip.Addr]string{}
 	var taken []takeover
+	var held []netip.Addr // won, but new to this node in a sync whose rules failed
 	for _, t := range targets {
 		if t.Pool == nil || t.Pool.Spec.Announce.L2 == nil {
 			continue
@@ -113,6 +116,16 @@ func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
 		}
 		w, _ := election.Winner(election.Input{VIP: t.VIP, Nodes: nodes, Alive: alive, NodeSelector: sel,
 			LocalOnly: t.LocalOnly, WithEndpoints: t.WithEndpoints})
+		if w == st.NodeName && st.RulesFailed && !c.announced[t.VIP] {
+			// Won now, but the rules may not have it: it waits for a sync that programs them
+			// (until then this node is recorded as what it was, so that sync counts the
+			// takeover).
+			held = append(held, t.VIP)
+			if prev, known := c.winners[t.VIP]; known {
+				winners[t.VIP] = prev
+			}
+			continue
+		}
 		winners[t.VIP] = w
 		if w != st.NodeName {
 			continue
@@ -129,8 +142,15 @@ func (c *Consumer) Sync(_ context.Context, st *tracker.State) error {
 			taken = append(taken, takeover{target: t, prev: prev})
 		}
 	}
+	if len(held) > 0 {
+		c.opts.Log.Info("Not announcing VIPs new to this node until its rules are programmed", "vips", held)
+	}
 	if err := c.opts.Announcer.Set(mine...); err != nil {
 		errs = append(errs, err)
+	}
+	c.announced = map[netip.Addr]bool{}
+	for _, v := range mine {
+		c.announced[v.Addr] = true
 	}
 	// A view that grew may be a healed partition: clients that followed the other side's
 	// announcements come back with a new round.

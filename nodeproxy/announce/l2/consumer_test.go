@@ -269,3 +269,56 @@ func TestConsumerReannouncesWhenTheViewGrows(t *testing.T) {
 		t.Errorf("announces %v, reannounced %d times; want the VIP, re-announced on each of the 2 growths", f.addrs(), f.reannounced)
 	}
 }
+
+// TestConsumerAddsNothingWhileRulesFail: in a sync whose rules failed (State.RulesFailed) the
+// winner keeps the VIPs it announced and still withdraws, but a VIP new to it waits for the
+// next sync whose rules are programmed, which then counts it as taken over.
+func TestConsumerAddsNothingWhileRulesFail(t *testing.T) {
+	w := newWorld(t)
+	w.node("node1", nil)
+	w.pool("l2", &v1alpha1.L2Announce{}, "198.18.10.0/24")
+	w.service("web", false, []string{"198.18.10.1"})
+	rec := events.NewFakeRecorder(10)
+	c, f := newTestConsumer(rec, nil)
+	sync := func(rulesFailed bool) {
+		t.Helper()
+		st := w.state("node1")
+		st.RulesFailed = rulesFailed
+		if err := c.Sync(context.Background(), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync(false)
+	<-rec.Events
+
+	w.service("api", false, []string{"198.18.10.2"})
+	sync(true)
+	if got := f.addrs(); !slices.Equal(got, []string{"198.18.10.1@eth0"}) {
+		t.Errorf("rules failed: announces %v, want the VIP it had only", got)
+	}
+	if err := w.svcs.Delete(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	sync(true)
+	if got := f.addrs(); len(got) != 0 {
+		t.Errorf("rules failed, web deleted: announces %v, want nothing (withdrawals go on)", got)
+	}
+	select {
+	case ev := <-rec.Events:
+		t.Errorf("event while rules failed: %q", ev)
+	default:
+	}
+
+	sync(false)
+	if got := f.addrs(); !slices.Equal(got, []string{"198.18.10.2@eth0"}) {
+		t.Errorf("rules programmed: announces %v, want the new VIP", got)
+	}
+	select {
+	case ev := <-rec.Events:
+		if !strings.Contains(ev, "announces 198.18.10.2") {
+			t.Errorf("event %q, want the new VIP's", ev)
+		}
+	default:
+		t.Error("no event once the new VIP was announced")
+	}
+}
