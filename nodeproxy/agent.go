@@ -50,6 +50,16 @@ func Run(ctx context.Context, cfg config.Agent) error {
 	if err := checkAnnouncers(cfg.Announcers); err != nil {
 		return err
 	}
+	if err := checkOtherProxy(ctx, cfg, nodeTraces{binaries: iptablesBinaries(cfg)}); err != nil {
+		return err
+	}
+	if cfg.ProxyMode == config.ProxyModeNone {
+		// Rules a dataplane mode left on the node (the mode was switched to none) would
+		// answer for the Services beside the other proxy's, and never change again.
+		if err := cleanup(ctx, cfg); err != nil {
+			logr.FromContextOrDiscard(ctx).Error(err, "Cannot remove the rules a dataplane mode of the agent left; remove them with portico-agent --cleanup")
+		}
+	}
 	if cfg.ProxyMode == config.ProxyModeNFTables {
 		// Fail at startup, not at the first sync, on a kernel without what the mode needs.
 		if err := nftables.Probe(); err != nil {
@@ -85,17 +95,26 @@ func Run(ctx context.Context, cfg config.Agent) error {
 
 // cleanup removes both modes' state, so that switching modes leaves nothing behind. The other
 // mode's failure is logged, not returned: a host may lack nf_tables or iptables altogether.
+// With --proxy-mode=none neither is the agent's own: both failures are returned.
 func cleanup(ctx context.Context, cfg config.Agent) error {
-	ipt := netfilter.Cleanup(ctx, map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath})
+	ipt := netfilter.Cleanup(ctx, iptablesBinaries(cfg))
 	nft := nftables.Cleanup(ctx)
 	own, other := ipt, nft
-	if cfg.ProxyMode == config.ProxyModeNFTables {
+	switch cfg.ProxyMode {
+	case config.ProxyModeNFTables:
 		own, other = nft, ipt
+	case config.ProxyModeNone:
+		return errors.Join(ipt, nft)
 	}
 	if other != nil {
 		logr.FromContextOrDiscard(ctx).Error(other, "Cannot clean up the other proxy mode's state")
 	}
 	return own
+}
+
+// iptablesBinaries are the iptables binaries of each family.
+func iptablesBinaries(cfg config.Agent) map[rules.Family]string {
+	return map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath}
 }
 
 // agent is the running dataplane: one tracker, one sync loop, and the consumers it drives.
@@ -269,24 +288,15 @@ func (a *agent) startEvents(ctx context.Context) agentEvents {
 // health checks (they listen where NodePorts answer, known after the proxier's sync), then
 // membership and the announcers, so that the rules (without the endpoints of dead nodes) are in
 // place before a VIP draws traffic here. Their stop functions are pushed on stops: at exit the
-// announcers stop answering before membership is left.
+// announcers stop answering before membership is left. With --proxy-mode=none there is
+// neither netfilter nor health checks: the node's other service proxy does both.
 func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack) error {
-	proxier, err := a.dataplane()
-	if err != nil {
-		return err
+	a.loop.consumers = nil
+	if a.cfg.ProxyMode != config.ProxyModeNone {
+		if err := a.startDataplane(ev, stops); err != nil {
+			return err
+		}
 	}
-	if c, ok := proxier.(interface{ Close() error }); ok {
-		// The nftables proxier's netlink sockets, kept open between syncs; the rules stay.
-		stops.push(func() {
-			if err := c.Close(); err != nil {
-				a.log.Error(err, "Closing the dataplane's connections")
-			}
-		})
-	}
-	hcServers := healthcheck.NewServers(a.log.WithName("healthcheck"), healthcheck.Options{
-		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
-	stops.push(hcServers.Close)
-	a.loop.consumers = []Consumer{proxier, hcServers}
 	if a.cfg.Membership.Enabled {
 		leave, err := a.startMembership(ctx)
 		if err != nil {
@@ -303,6 +313,28 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 		stops.push(stop)
 		a.loop.consumers = append(a.loop.consumers, c)
 	}
+	return nil
+}
+
+// startDataplane creates the programmer of --proxy-mode and the health-check servers, the
+// first consumers of the sync loop.
+func (a *agent) startDataplane(ev agentEvents, stops *stack) error {
+	proxier, err := a.dataplane()
+	if err != nil {
+		return err
+	}
+	if c, ok := proxier.(interface{ Close() error }); ok {
+		// The nftables proxier's netlink sockets, kept open between syncs; the rules stay.
+		stops.push(func() {
+			if err := c.Close(); err != nil {
+				a.log.Error(err, "Closing the dataplane's connections")
+			}
+		})
+	}
+	hcServers := healthcheck.NewServers(a.log.WithName("healthcheck"), healthcheck.Options{
+		Healthy: a.health.Healthy, BindFailed: ev.bindFailed, Families: proxier.Families(), Addresses: proxier.HealthCheckAddresses})
+	stops.push(hcServers.Close)
+	a.loop.consumers = []Consumer{proxier, hcServers}
 	return nil
 }
 

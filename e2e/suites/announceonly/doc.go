@@ -1,0 +1,23 @@
+// Package announceonly is the end-to-end suite of portico-agent beside kube-proxy (issue 29):
+// the real control plane (e2e/framework/labcluster) with the AddressPool CRD, the real
+// portico-controller with the baremetal provider allocating from a pool with
+// spec.announce.l2, kube-proxy v1.36 (e2e/framework/k8sbin) and portico-agent in the same
+// node namespaces of a network lab, three nodes and one client on their segment.
+//
+// TestAnnounceBesideKubeProxy runs, for each kube-proxy mode (iptables, nftables), kube-proxy
+// and the agent with --proxy-mode=none (announce only: --announce=l2 --membership, the
+// default /healthz and /metrics ports, which in that mode are not kube-proxy's) on every node:
+// a LoadBalancer Service gets its VIP from the pool, the elected agent alone answers ARP for
+// it, and the client reaches the pods through it; an externalTrafficPolicy: Local Service
+// whose only endpoint is on the node last in its VIP's election order is announced from that
+// node alone and served by that pod, and its healthCheckNodePort is kube-proxy's (no agent
+// reports failing to open it). Every packet is translated by kube-proxy's rules: no node holds
+// Portico's nftables table or iptables chains.
+//
+// TestDataplaneRefusedBesideKubeProxy starts the agent with a dataplane (nftables and
+// iptables, on ports kube-proxy does not hold) on a node where kube-proxy runs in each mode:
+// it exits at once with the startup code, naming kube-proxy's table or chain and the setting
+// to change (--proxy-mode=none, agent.mode=none); with --ignore-other-proxy it starts.
+//
+// Needs root, iproute2, iptables, nftables, arping and the Kubernetes binaries (make tools).
+package announceonly
