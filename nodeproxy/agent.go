@@ -41,8 +41,9 @@ const (
 )
 
 // Run runs the agent until ctx ends: it watches the cluster and keeps the node's netfilter rules,
-// health-check servers, /healthz, /readyz, /livez and /metrics up to date. With cfg.Cleanup it removes
-// everything the agent installed instead, and returns. The logger comes from ctx.
+// health-check servers, /healthz, /readyz, /livez and /metrics up to date (with
+// --proxy-mode=none only its announcers: no rules, no health-check servers). With cfg.Cleanup
+// it removes everything the agent installed instead, and returns. The logger comes from ctx.
 func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
 		return cleanup(ctx, cfg)
