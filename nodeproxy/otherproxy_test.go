@@ -3,8 +3,12 @@ package nodeproxy
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/portico-lb/portico/config"
 	"github.com/portico-lb/portico/nodeproxy/rules"
@@ -76,5 +80,32 @@ func TestOtherProxyRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAnnounceOnlyConsumers: with --proxy-mode=none the sync loop drives no programmer and no
+// health-check servers (the node's other proxy has both), only what the announcers add; with
+// a dataplane both come first.
+func TestAnnounceOnlyConsumers(t *testing.T) {
+	for mode, want := range map[string][]string{config.ProxyModeNone: nil, config.ProxyModeNFTables: {"nftables", "healthcheck"}} {
+		cfg := config.DefaultAgent()
+		cfg.NodeName, cfg.ProxyMode = "n1", mode
+		ctx := context.Background()
+		a, err := newAgent(ctx, cfg, kubefake.NewClientset(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stops stack
+		if err := a.startConsumers(ctx, agentEvents{bindFailed: func(types.NamespacedName, uint16, error) {}}, &stops); err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		stops.run()
+		var got []string
+		for _, c := range a.loop.consumers {
+			got = append(got, c.Name())
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("--proxy-mode=%s: consumers %v, want %v", mode, got, want)
+		}
 	}
 }
