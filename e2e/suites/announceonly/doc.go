@@ -19,5 +19,10 @@
 // it exits at once with the startup code, naming kube-proxy's table or chain and the setting
 // to change (--proxy-mode=none, agent.mode=none); with --ignore-other-proxy it starts.
 //
+// TestChartRefusesBesideKubeProxy creates the DaemonSet kube-system/kube-proxy (as kubeadm,
+// kind and EKS run it) on the real API server: `helm install` (Helm's Go packages) of the
+// chart with its default dataplane fails naming kube-proxy and agent.mode=none and creates
+// nothing; with agent.mode none it renders (server-side dry run, with the same lookups).
+//
 // Needs root, iproute2, iptables, nftables, arping and the Kubernetes binaries (make tools).
 package announceonly
