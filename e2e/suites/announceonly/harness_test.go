@@ -101,9 +101,18 @@ func backends(tb testing.TB) {
 	}
 }
 
-// readyPod adds the pod name on n with label app=app, ready in the API.
+// labPods are the pods added to the lab, by name: a lab pod outlives the test that added it
+// (-count=2 asks for it again).
+var labPods sync.Map
+
+// readyPod adds the pod name on n with label app=app (the lab's pod once, the API object for
+// tb), ready in the API.
 func readyPod(tb testing.TB, n *netlab.Node, name, app string) *netlab.Pod {
-	p := n.AddPod(tb, name)
+	v, ok := labPods.Load(name)
+	if !ok {
+		v, _ = labPods.LoadOrStore(name, n.AddPod(tb, name))
+	}
+	p := v.(*netlab.Pod)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app": app}}}
 	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo"}}
 	if _, err := shared.Cluster.CreateReadyPod(context.Background(), pod, n.Name, p.Addr, p.Addr6); err != nil {
@@ -111,7 +120,8 @@ func readyPod(tb testing.TB, n *netlab.Node, name, app string) *netlab.Pod {
 	}
 	tb.Cleanup(func() {
 		if app != "web" { // the package's backends stay
-			_ = shared.CS.CoreV1().Pods(namespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+			// At once: no kubelet confirms a graceful deletion here.
+			_ = shared.CS.CoreV1().Pods(namespace).Delete(context.Background(), name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		}
 	})
 	return p
