@@ -32,11 +32,17 @@ func TestAnnounceBesideKubeProxy(t *testing.T) {
 	backends(t)
 	for i, mode := range kubeProxyModes {
 		t.Run("kube-proxy "+mode, func(t *testing.T) {
+			// The first node ran the agent with a dataplane before (agent.mode switched to
+			// none): its rules stay in the kernel when it stops, until the announce-only agent
+			// removes them at start.
+			first := shared.Lab.Nodes()[0]
+			leftover(t, first, mode)
 			for _, n := range shared.Lab.Nodes() {
 				startKubeProxy(t, n, mode)
 			}
-			for _, n := range shared.Lab.Nodes() {
-				startAnnouncer(t, n)
+			// The others run without CAP_NET_ADMIN: announcing needs none.
+			for i, n := range shared.Lab.Nodes() {
+				startAnnouncer(t, n, i == 0)
 			}
 			h := services.Helper{TB: t, CS: shared.CS, Namespace: namespace, Timeout: time.Minute}
 			nodes := nodeObjects(t)
@@ -87,7 +93,8 @@ func TestAnnounceBesideKubeProxy(t *testing.T) {
 				}
 			}
 
-			// Every translation above was kube-proxy's: no node holds Portico's rules.
+			// Every translation above was kube-proxy's: no node holds Portico's rules (the
+			// first node's leftovers were removed by its announce-only agent).
 			for _, n := range shared.Lab.Nodes() {
 				if found := porticoRules(t, n); len(found) > 0 {
 					t.Errorf("%s holds Portico's rules beside kube-proxy's: %v", n.Name, found)
@@ -145,6 +152,27 @@ func TestDataplaneRefusedBesideKubeProxy(t *testing.T) {
 				t.Errorf("portico-agent --cleanup: %v\n%s", err, out)
 			}
 		})
+	}
+}
+
+// leftover runs portico-agent with the dataplane of mode on n until its first sync, then
+// stops it (SIGTERM: a restart, the rules stay) and checks that its rules are in the kernel.
+func leftover(t *testing.T, n *netlab.Node, mode string) {
+	t.Helper()
+	p, err := n.Start(shared.Agent, append(agentBase(n), "--proxy-mode="+mode,
+		"--healthz-bind-address=0.0.0.0:10276", "--metrics-bind-address=127.0.0.1:10279")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = p.WaitFor(ctx, `"Synced"`)
+	_ = p.Stop()
+	if err != nil {
+		t.Fatalf("portico-agent --proxy-mode=%s on %s: %v\n%s", mode, n.Name, err, tail(p.Output()))
+	}
+	if len(porticoRules(t, n)) == 0 {
+		t.Fatalf("portico-agent --proxy-mode=%s left no rules on %s to remove", mode, n.Name)
 	}
 }
 

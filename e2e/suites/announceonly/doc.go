@@ -6,7 +6,9 @@
 //
 // TestAnnounceBesideKubeProxy runs, for each kube-proxy mode (iptables, nftables), kube-proxy
 // and the agent with --proxy-mode=none (announce only: --announce=l2 --membership, the
-// default /healthz and /metrics ports, which in that mode are not kube-proxy's) on every node:
+// default /healthz and /metrics ports, which in that mode are not kube-proxy's) on every node,
+// two of them without CAP_NET_ADMIN; the first node ran the agent with a dataplane before, and
+// its announce-only agent removes the rules that one left:
 // a LoadBalancer Service gets its VIP from the pool, the elected agent alone answers ARP for
 // it, and the client reaches the pods through it; an externalTrafficPolicy: Local Service
 // whose only endpoint is on the node last in its VIP's election order is announced from that

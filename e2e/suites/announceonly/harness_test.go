@@ -207,11 +207,18 @@ func agentBase(n *netlab.Node) []string {
 }
 
 // startAnnouncer runs portico-agent announce-only (--proxy-mode=none, l2, membership, the
-// default ports) on n until tb ends and waits for its first sync.
-func startAnnouncer(tb testing.TB, n *netlab.Node) *netlab.Process {
+// default ports) on n until tb ends and waits for its first sync. Without netAdmin it runs
+// without CAP_NET_ADMIN (setpriv drops it from the bounding set): the announcers need
+// CAP_NET_RAW only.
+func startAnnouncer(tb testing.TB, n *netlab.Node, netAdmin bool) *netlab.Process {
 	tb.Helper()
-	p, err := n.Start(shared.Agent, append(agentBase(n), "--proxy-mode=none", "--announce=l2", "--membership",
-		"--membership-rejoin-interval=1s", "--membership-restart-hold=0s")...)
+	args := append(agentBase(n), "--proxy-mode=none", "--announce=l2", "--membership",
+		"--membership-rejoin-interval=1s", "--membership-restart-hold=0s")
+	bin := shared.Agent
+	if !netAdmin {
+		bin, args = "setpriv", append([]string{"--bounding-set", "-net_admin", "--", shared.Agent}, args...)
+	}
+	p, err := n.Start(bin, args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
