@@ -212,8 +212,15 @@ func agentBase(n *netlab.Node) []string {
 // CAP_NET_RAW only.
 func startAnnouncer(tb testing.TB, n *netlab.Node, netAdmin bool) *netlab.Process {
 	tb.Helper()
-	args := append(agentBase(n), "--proxy-mode=none", "--announce=l2", "--membership",
+	return startAgent(tb, n, netAdmin, "--proxy-mode=none", "--announce=l2", "--membership",
 		"--membership-rejoin-interval=1s", "--membership-restart-hold=0s")
+}
+
+// startAgent runs portico-agent with flags on n until tb ends (without CAP_NET_ADMIN unless
+// netAdmin) and waits for its first sync.
+func startAgent(tb testing.TB, n *netlab.Node, netAdmin bool, flags ...string) *netlab.Process {
+	tb.Helper()
+	args := append(agentBase(n), flags...)
 	bin := shared.Agent
 	if !netAdmin {
 		bin, args = "setpriv", append([]string{"--bounding-set", "-net_admin", "--", shared.Agent}, args...)
@@ -231,7 +238,7 @@ func startAnnouncer(tb testing.TB, n *netlab.Node, netAdmin bool) *netlab.Proces
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.WaitFor(ctx, `"Synced"`); err != nil {
-		tb.Fatalf("portico-agent --proxy-mode=none on %s: %v\n%s", n.Name, err, tail(p.Output()))
+		tb.Fatalf("portico-agent %v on %s: %v\n%s", flags, n.Name, err, tail(p.Output()))
 	}
 	return p
 }
