@@ -16,6 +16,11 @@
 // reports failing to open it). Every packet is translated by kube-proxy's rules: no node holds
 // Portico's nftables table or iptables chains.
 //
+// TestBGPBesideKubeProxy runs, for each kube-proxy mode, kube-proxy and the agent with
+// --proxy-mode=none --announce=bgp (without CAP_NET_ADMIN) on every node, and bird2 on the
+// client as the nodes' router: a VIP of the BGP pool is routed by ECMP via all three nodes,
+// a client behind the router is served through it, and no node holds Portico's rules.
+//
 // TestDataplaneRefusedBesideKubeProxy starts the agent with a dataplane (nftables and
 // iptables, on ports kube-proxy does not hold) on a node where kube-proxy runs in each mode:
 // it exits at once with the startup code, naming kube-proxy's table or chain and the setting
@@ -26,5 +31,5 @@
 // chart with its default dataplane fails naming kube-proxy and agent.mode=none and creates
 // nothing; with agent.mode none it renders (server-side dry run, with the same lookups).
 //
-// Needs root, iproute2, iptables, nftables, arping and the Kubernetes binaries (make tools).
+// Needs root, iproute2, iptables, nftables, arping, bird2 and the Kubernetes binaries (make tools).
 package announceonly
