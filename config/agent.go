@@ -27,8 +27,13 @@ type Agent struct {
 	Master string
 	// NodeName is this node's Node object; defaults to the hostname.
 	NodeName string
-	// ProxyMode is the dataplane: ProxyModeNFTables (the default) or ProxyModeIPTables.
+	// ProxyMode is the dataplane: ProxyModeNFTables (the default) or ProxyModeIPTables, or
+	// ProxyModeNone for none: the agent only announces, beside another service proxy.
 	ProxyMode string
+	// IgnoreOtherProxy starts the dataplane even where another service proxy's rules are
+	// found (OtherProxy): for the overlap of a switch from kube-proxy, or leftovers known to be
+	// stale. Without it the agent refuses to start there.
+	IgnoreOtherProxy bool
 	// SyncPeriod is how often the agent rewrites every chain it owns (a full sync), repairing
 	// whatever someone else changed or deleted.
 	SyncPeriod time.Duration
@@ -129,14 +134,28 @@ type NodePortAddresses struct {
 const NodePortPrimary = "primary"
 
 // The --proxy-mode values: iptables (package nodeproxy/netfilter) or nftables (package
-// nodeproxy/nftables, over netlink).
+// nodeproxy/nftables, over netlink); none programs no Service and serves no
+// healthCheckNodePort: the agent runs its announcers (and what they need: membership, the
+// endpoints of externalTrafficPolicy: Local) beside the node's service proxy (kube-proxy in
+// either mode, or another), which does both.
 const (
 	ProxyModeIPTables = "iptables"
 	ProxyModeNFTables = "nftables"
+	ProxyModeNone     = "none"
 )
 
 // ProxyModes are the accepted --proxy-mode values.
-var ProxyModes = []string{ProxyModeIPTables, ProxyModeNFTables}
+var ProxyModes = []string{ProxyModeIPTables, ProxyModeNFTables, ProxyModeNone}
+
+// The agent's /healthz and /metrics addresses: kube-proxy's with a dataplane (the agent
+// replaces it), others with --proxy-mode=none, where kube-proxy runs beside the agent and
+// holds its own.
+const (
+	DefaultHealthzBindAddress      = "0.0.0.0:10256"
+	DefaultMetricsBindAddress      = "127.0.0.1:10249"
+	AnnounceOnlyHealthzBindAddress = "0.0.0.0:10266"
+	AnnounceOnlyMetricsBindAddress = "127.0.0.1:10269"
+)
 
 // AnnouncerL2 answers ARP/NDP for the VIPs of AddressPools with spec.announce.l2.
 const AnnouncerL2 = "l2"
@@ -216,8 +235,8 @@ func DefaultAgent() Agent {
 		ProxyMode:          ProxyModeNFTables,
 		SyncPeriod:         30 * time.Second,
 		MinSyncPeriod:      1 * time.Second,
-		HealthzBindAddress: "0.0.0.0:10256",
-		MetricsBindAddress: "127.0.0.1:10249",
+		HealthzBindAddress: DefaultHealthzBindAddress,
+		MetricsBindAddress: DefaultMetricsBindAddress,
 		MasqueradeBit:      12,
 		IPTablesPath:       "iptables",
 		IP6TablesPath:      "ip6tables",
@@ -248,11 +267,12 @@ func (c *Agent) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "path to a kubeconfig; empty means $KUBECONFIG or in-cluster (refused at the kubernetes Service's ClusterIP, which the agent programs: give --master)")
 	fs.StringVar(&c.Master, "master", c.Master, "address of the API server (overrides the kubeconfig's); its own address, never the kubernetes Service's ClusterIP")
 	fs.StringVar(&c.NodeName, "hostname-override", c.NodeName, "name of this node's Node object (default: the hostname)")
-	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `dataplane: "iptables" or "nftables"`)
+	fs.StringVar(&c.ProxyMode, "proxy-mode", c.ProxyMode, `dataplane: "iptables" or "nftables"; "none" programs no Service and serves no healthCheckNodePort, only announces (--announce), beside kube-proxy or another service proxy`)
+	fs.BoolVar(&c.IgnoreOtherProxy, "ignore-other-proxy", c.IgnoreOtherProxy, "start the dataplane (iptables or nftables) even where another service proxy's rules are found (kube-proxy's nftables tables or iptables KUBE-SERVICES chain): for the overlap of a switch from kube-proxy, or its leftovers known to be stale; without it the agent refuses to start there")
 	fs.DurationVar(&c.SyncPeriod, "iptables-sync-period", c.SyncPeriod, "how often every owned chain is rewritten, repairing drift (> 0)")
 	fs.DurationVar(&c.MinSyncPeriod, "iptables-min-sync-period", c.MinSyncPeriod, "shortest time between syncs; faster changes are batched (0: sync every change at once)")
-	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address of /healthz and /livez (0 disables)")
-	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address of /metrics (0 disables)")
+	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address of /healthz and /livez (0 disables; with --proxy-mode=none the default is "+AnnounceOnlyHealthzBindAddress+", kube-proxy keeping its own)")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address of /metrics (0 disables; with --proxy-mode=none the default is "+AnnounceOnlyMetricsBindAddress+")")
 	fs.BoolVar(&c.Cleanup, "cleanup", c.Cleanup, "remove every chain and rule the agent installed, then exit")
 	fs.Var(&nodePortFlag{&c.NodePortAddresses}, "nodeport-addresses", `comma list of CIDRs and/or "primary" (the Node's primary IP per family): NodePorts answer only on local addresses within them (default: every local address except loopback)`)
 	fs.Var(&prefixListFlag{&c.ClusterCIDRs}, "cluster-cidr", "comma list of the pods' CIDRs (enables masquerading of off-cluster ClusterIP traffic and the externalTrafficPolicy: Local short-circuit)")
@@ -431,6 +451,9 @@ func (c *Agent) Validate() error {
 	if !slices.Contains(ProxyModes, c.ProxyMode) {
 		errs = append(errs, field.NotSupported(root.Child("proxyMode"), c.ProxyMode, ProxyModes))
 	}
+	if c.ProxyMode == ProxyModeNone && len(c.Announcers) == 0 && !c.Cleanup {
+		errs = append(errs, field.Invalid(root.Child("proxyMode"), c.ProxyMode, "runs only the announcers: set --announce (l2, bgp)"))
+	}
 	if c.MasqueradeBit < 0 || c.MasqueradeBit > 31 {
 		errs = append(errs, field.Invalid(root.Child("masqueradeBit"), c.MasqueradeBit, "must be in 0..31"))
 	}
@@ -544,14 +567,18 @@ func (c *Agent) validateExternalIPs(root *field.Path) field.ErrorList {
 }
 
 // RESTConfig loads the client configuration from Kubeconfig, $KUBECONFIG or the in-cluster
-// service account, in that order. The agent is the node's service proxy, so an API server
-// address that is the kubernetes Service's ClusterIP (the in-cluster configuration) is refused
-// with ErrOwnClusterIP: that address leads to the API server only through the agent's own
-// rules, which a node does not have when it boots.
+// service account, in that order. With a dataplane the agent is the node's service proxy, so
+// an API server address that is the kubernetes Service's ClusterIP (the in-cluster
+// configuration) is refused with ErrOwnClusterIP: that address leads to the API server only
+// through the agent's own rules, which a node does not have when it boots. With
+// --proxy-mode=none another proxy programs that ClusterIP, and the address is fine.
 func (c *Agent) RESTConfig() (*rest.Config, error) {
 	cfg, err := restConfig(c.Kubeconfig, c.Master)
 	if err != nil {
 		return nil, err
+	}
+	if c.ProxyMode == ProxyModeNone {
+		return cfg, nil
 	}
 	if err := notOwnClusterIP(cfg.Host, os.Getenv); err != nil {
 		return nil, err

@@ -196,13 +196,14 @@ func TestAgentBGPGracefulRestart(t *testing.T) {
 	}
 }
 
-// TestAgentProxyModes: iptables and nftables are accepted; anything else is a startup error
-// naming the accepted values.
+// TestAgentProxyModes: iptables, nftables and none (with an announcer) are accepted; anything
+// else is a startup error naming the accepted values.
 func TestAgentProxyModes(t *testing.T) {
-	for mode, ok := range map[string]bool{"iptables": true, "nftables": true, "ipvs": false, "": false, "NFTables": false} {
+	for mode, ok := range map[string]bool{"iptables": true, "nftables": true, "none": true, "ipvs": false, "": false, "NFTables": false} {
 		c := DefaultAgent()
 		c.NodeName = "node1"
 		c.ProxyMode = mode
+		c.Announcers = []string{AnnouncerBGP}
 		err := c.Validate()
 		if ok != (err == nil) {
 			t.Errorf("--proxy-mode=%q: %v", mode, err)
@@ -271,6 +272,46 @@ func TestAgentExternalIPPolicy(t *testing.T) {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%v: error %q does not name %s", tc.args, err, w)
 			}
+		}
+	}
+}
+
+// TestAgentAnnounceOnly: --proxy-mode=none without an announcer has nothing to do and is a
+// startup error saying what to set; with one it is valid, and /healthz and /metrics leave
+// kube-proxy's ports (10256, 10249), which kube-proxy holds beside it, unless the command line
+// or the file sets them. The dataplane modes keep kube-proxy's ports.
+func TestAgentAnnounceOnly(t *testing.T) {
+	c := DefaultAgent()
+	c.NodeName, c.ProxyMode = "node1", ProxyModeNone
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "proxyMode") || !strings.Contains(err.Error(), "--announce") {
+		t.Errorf("--proxy-mode=none without --announce: %v; want an error naming --announce", err)
+	}
+	c.Cleanup = true
+	if err := c.Validate(); err != nil {
+		t.Errorf("--proxy-mode=none --cleanup: %v", err)
+	}
+	file := writeFile(t, "apiVersion: config.portico-lb.io/v1alpha1\nkind: AgentConfiguration\nmode: none\nannounce: [bgp]\nhealthzBindAddress: 0.0.0.0:10400\n")
+	for _, tc := range []struct {
+		args             []string
+		healthz, metrics string
+	}{
+		{[]string{"--proxy-mode=none", "--announce=bgp"}, "0.0.0.0:10266", "127.0.0.1:10269"},
+		{[]string{"--proxy-mode=none", "--announce=bgp", "--metrics-bind-address=0"}, "0.0.0.0:10266", "0"},
+		{[]string{"--config=" + file}, "0.0.0.0:10400", "127.0.0.1:10269"},
+		{[]string{"--config=" + file, "--proxy-mode=nftables"}, "0.0.0.0:10400", "127.0.0.1:10249"},
+		{[]string{"--proxy-mode=iptables"}, "0.0.0.0:10256", "127.0.0.1:10249"},
+		{[]string{"--proxy-mode=nftables", "--announce=l2", "--membership"}, "0.0.0.0:10256", "127.0.0.1:10249"},
+	} {
+		c, err := parseAgent(t, append(tc.args, "--hostname-override=node1")...)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if c.HealthzBindAddress != tc.healthz || c.MetricsBindAddress != tc.metrics {
+			t.Errorf("%v: /healthz on %s, /metrics on %s; want %s, %s", tc.args, c.HealthzBindAddress, c.MetricsBindAddress, tc.healthz, tc.metrics)
 		}
 	}
 }

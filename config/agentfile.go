@@ -43,6 +43,7 @@ type AgentConfiguration struct {
 	Master             *string            `json:"master,omitempty"`
 	HostnameOverride   *string            `json:"hostnameOverride,omitempty"`
 	Mode               *string            `json:"mode,omitempty"`
+	IgnoreOtherProxy   *bool              `json:"ignoreOtherProxy,omitempty"`
 	HealthzBindAddress *string            `json:"healthzBindAddress,omitempty"`
 	MetricsBindAddress *string            `json:"metricsBindAddress,omitempty"`
 	NodePortAddresses  []string           `json:"nodePortAddresses,omitempty"`
@@ -134,6 +135,7 @@ func (f *AgentConfiguration) settings() []setting {
 	str("master", "master", f.Master)
 	str("hostnameOverride", "hostname-override", f.HostnameOverride)
 	str("mode", "proxy-mode", f.Mode)
+	boolean("ignoreOtherProxy", "ignore-other-proxy", f.IgnoreOtherProxy)
 	str("healthzBindAddress", "healthz-bind-address", f.HealthzBindAddress)
 	str("metricsBindAddress", "metrics-bind-address", f.MetricsBindAddress)
 	list("nodePortAddresses", "nodeport-addresses", f.NodePortAddresses)
@@ -233,18 +235,39 @@ func LoadAgentConfiguration(path string) (*AgentConfiguration, error) {
 // they were given (BindFlags recorded them). Call it after fs.Parse and before Validate.
 func (c *Agent) Complete(fs *pflag.FlagSet) error {
 	given, err := takeGiven(fs)
-	if err != nil || c.ConfigFile == "" {
-		return err
-	}
-	f, err := LoadAgentConfiguration(c.ConfigFile)
 	if err != nil {
 		return err
 	}
-	for _, s := range f.settings() {
-		if err := fs.Set(s.flag, s.value); err != nil {
-			return fmt.Errorf("config file %s: %s: %w", c.ConfigFile, s.key, err)
+	if c.ConfigFile != "" {
+		f, err := LoadAgentConfiguration(c.ConfigFile)
+		if err != nil {
+			return err
+		}
+		for _, s := range f.settings() {
+			if err := fs.Set(s.flag, s.value); err != nil {
+				return fmt.Errorf("config file %s: %s: %w", c.ConfigFile, s.key, err)
+			}
+		}
+		// Flags given on the command line win over the file.
+		if err := replay(given); err != nil {
+			return err
 		}
 	}
-	// Flags given on the command line win over the file.
-	return replay(given)
+	c.defaultAddressesByMode(fs)
+	return nil
+}
+
+// defaultAddressesByMode moves /healthz and /metrics off kube-proxy's ports with
+// --proxy-mode=none, where kube-proxy runs beside the agent, unless the command line or the
+// file set them.
+func (c *Agent) defaultAddressesByMode(fs *pflag.FlagSet) {
+	if c.ProxyMode != ProxyModeNone {
+		return
+	}
+	if !fs.Changed("healthz-bind-address") {
+		c.HealthzBindAddress = AnnounceOnlyHealthzBindAddress
+	}
+	if !fs.Changed("metrics-bind-address") {
+		c.MetricsBindAddress = AnnounceOnlyMetricsBindAddress
+	}
 }

@@ -39,6 +39,7 @@ kind: AgentConfiguration
 master: https://198.18.0.10:6443
 hostnameOverride: node-a
 mode: iptables
+ignoreOtherProxy: true
 healthzBindAddress: 0.0.0.0:10300
 metricsBindAddress: "0"
 nodePortAddresses: [198.19.0.0/24, primary]
@@ -88,8 +89,8 @@ func TestAgentConfigurationFile(t *testing.T) {
 	if len(c.Announcers) != 1 || c.Announcers[0] != "bgp" || !m.Enabled || m.Port != 7999 || m.ProbeInterval != 200*time.Millisecond || m.ProbeTimeout != 100*time.Millisecond || m.SuspicionMult != 5 || m.RestartHold != 20*time.Second {
 		t.Errorf("announce and membership not applied: %v %+v", c.Announcers, m)
 	}
-	if !c.IgnoreExcludeLB {
-		t.Error("ignoreExcludeLB not applied")
+	if !c.IgnoreExcludeLB || !c.IgnoreOtherProxy {
+		t.Errorf("ignoreExcludeLB (%v) or ignoreOtherProxy (%v) not applied", c.IgnoreExcludeLB, c.IgnoreOtherProxy)
 	}
 	if e := c.ExternalIPs; e.Policy != ExternalIPsCIDRs || len(e.AllowedCIDRs) != 1 || e.AllowedCIDRs[0] != netip.MustParsePrefix("198.18.64.0/24") {
 		t.Errorf("externalIPs not applied: %+v", e)

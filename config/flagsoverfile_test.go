@@ -65,6 +65,7 @@ func agentUnderTest() binaryUnderTest {
 			"hostname-override":                     "node-flag",
 			"node-name":                             "node-flag-old",
 			"proxy-mode":                            "iptables",
+			"ignore-other-proxy":                    "true",
 			"iptables-sync-period":                  "40s",
 			"sync-period":                           "41s",
 			"iptables-min-sync-period":              "3s",
@@ -111,6 +112,7 @@ kubeconfig: /etc/portico/file.kubeconfig
 master: https://198.18.0.10:6443
 hostnameOverride: node-file
 mode: nftables
+ignoreOtherProxy: false
 healthzBindAddress: 0.0.0.0:10300
 metricsBindAddress: "0"
 nodePortAddresses: [198.19.0.0/24]

@@ -51,4 +51,9 @@ func TestAgentRefusesOwnClusterIP(t *testing.T) {
 	if _, err := cfg.RESTConfig(); errors.Is(err, ErrOwnClusterIP) {
 		t.Fatalf("RESTConfig with the API server's address: %v", err)
 	}
+	// Announce-only (--proxy-mode=none): another proxy programs the ClusterIP, which is fine.
+	cfg.Master, cfg.ProxyMode = "https://10.96.0.1:443", ProxyModeNone
+	if _, err := cfg.RESTConfig(); err != nil {
+		t.Fatalf("RESTConfig with the ClusterIP in mode none: %v", err)
+	}
 }

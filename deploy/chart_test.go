@@ -157,6 +157,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{"sample pool without spec", with(baseValues(), "addressPools", []any{map[string]any{"name": "a"}}), "spec"},
 		{"extra arg not a flag", with(baseValues(), "agent.extraArgs", []any{"v=2"}), "extraArgs"},
 		{"unknown proxy mode", with(baseValues(), "agent.mode", "ipvs"), "/agent/mode"},
+		{"announce-only without an announcer", with(with(baseValues(), "agent.mode", "none"), "agent.announce", []any{}), "/agent/announce"},
+		{"healthzPort beyond the ports", with(baseValues(), "agent.healthzPort", 70000), "healthzPort"},
 		{"ignoreExcludeLB a string", with(baseValues(), "ignoreExcludeLB", "yes"), "ignoreExcludeLB"},
 		{"cleanupOnUninstall a string", with(baseValues(), "agent.cleanupOnUninstall", "no"), "cleanupOnUninstall"},
 		{"restartHold not a duration", with(baseValues(), "agent.membership.restartHold", "15 seconds"), "restartHold"},
@@ -444,6 +446,9 @@ func agentConfig(t *testing.T, objs map[string]*unstructured.Unstructured, args 
 type secretsProvider struct{ client dynamic.Interface }
 
 func (p secretsProvider) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
+	if kind == "DaemonSet" {
+		return p.client.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}), true, nil
+	}
 	if kind == "Node" {
 		return p.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}), false, nil
 	}
@@ -453,8 +458,9 @@ func (p secretsProvider) GetClientFor(apiVersion, kind string) (dynamic.Namespac
 // fakeCluster is a fake dynamic client holding objs, able to list Secrets and Nodes.
 func fakeCluster(objs ...runtime.Object) secretsProvider {
 	return secretsProvider{dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		{Version: "v1", Resource: "secrets"}: "SecretList",
-		{Version: "v1", Resource: "nodes"}:   "NodeList",
+		{Version: "v1", Resource: "secrets"}:                   "SecretList",
+		{Version: "v1", Resource: "nodes"}:                     "NodeList",
+		{Group: "apps", Version: "v1", Resource: "daemonsets"}: "DaemonSetList",
 	}, objs...)}
 }
 
@@ -502,9 +508,13 @@ func TestUninstallCleanup(t *testing.T) {
 // (create: true; then their Role may create Secrets) and may read, list and watch that one only.
 func TestMembershipSecret(t *testing.T) {
 	ch := loadChart(t)
+	// The one lookup allowed decides only whether the install fails (kube-proxy's DaemonSet
+	// found with a dataplane mode), never what is rendered.
+	onlyRefusal := regexp.MustCompile(`\(lookup "apps/v1" "DaemonSet" "kube-system" "kube-proxy"\) \}\}\n\{\{- fail `)
 	for _, f := range ch.Templates {
+		data := onlyRefusal.ReplaceAll(f.Data, nil)
 		for _, fn := range []string{"lookup", "randAlphaNum", "randAlpha", "randNumeric", "randAscii", "randBytes", "uuidv4", "genPrivateKey"} {
-			if regexp.MustCompile(`\b` + fn + `\b`).Match(f.Data) {
+			if regexp.MustCompile(`\b` + fn + `\b`).Match(data) {
 				t.Errorf("%s calls %s: a render would depend on the cluster or on chance", f.Name, fn)
 			}
 		}
@@ -683,5 +693,75 @@ func TestChartIAMPolicyIsDeployAWS(t *testing.T) {
 	}
 	if !bytes.Equal(one, chart) {
 		t.Errorf("%s differs from deploy/aws/iam-policy.json; regenerate both with: go test ./providers/aws -run TestIAMPolicy -update-iam-policy", filepath.Join(chartDir, "files", "aws-iam-policy.json"))
+	}
+}
+
+// TestAgentAnnounceOnly (issue 29): agent.mode none gives the agent --proxy-mode=none with
+// /healthz and /metrics off kube-proxy's ports (10266 and 127.0.0.1:10269, the probes on the
+// same port) unless the values set them; the dataplane modes keep kube-proxy's. On a cluster
+// that runs kube-proxy (DaemonSet kube-system/kube-proxy, as kubeadm, kind and EKS install it)
+// `helm install` with a dataplane fails naming kube-proxy and agent.mode=none instead of
+// leaving the agents in a crash loop; mode none, or agent.ignoreOtherProxy, installs there.
+func TestAgentAnnounceOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		vals             map[string]any
+		mode             string
+		healthz, metrics string
+		port             int
+	}{
+		{"default", baseValues(), config.ProxyModeNFTables, "0.0.0.0:10256", "127.0.0.1:10249", 10256},
+		{"none", with(baseValues(), "agent.mode", "none"), config.ProxyModeNone, "0.0.0.0:10266", "127.0.0.1:10269", 10266},
+		{"none, ports set", with(with(with(baseValues(), "agent.mode", "none"), "agent.healthzPort", 10300), "agent.metricsBindAddress", "0"), config.ProxyModeNone, "0.0.0.0:10300", "0", 10300},
+		{"iptables, port set", with(with(baseValues(), "agent.mode", "iptables"), "agent.healthzPort", 10301), config.ProxyModeIPTables, "0.0.0.0:10301", "127.0.0.1:10249", 10301},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := mustRender(t, tc.vals)
+			c := typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0]
+			cfg := agentConfig(t, objs, c.Args)
+			cfg.Membership.SecretFile = "" // the pod's mounted Secret
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("the agent refuses its configuration: %v", err)
+			}
+			if cfg.ProxyMode != tc.mode || cfg.HealthzBindAddress != tc.healthz || cfg.MetricsBindAddress != tc.metrics || cfg.IgnoreOtherProxy {
+				t.Errorf("the agent runs mode %q, /healthz on %s, /metrics on %s, ignoreOtherProxy %v; want %q, %s, %s, false",
+					cfg.ProxyMode, cfg.HealthzBindAddress, cfg.MetricsBindAddress, cfg.IgnoreOtherProxy, tc.mode, tc.healthz, tc.metrics)
+			}
+			for _, p := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+				if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.IntValue() != tc.port {
+					t.Errorf("probe %+v; want port %d", p, tc.port)
+				}
+			}
+		})
+	}
+
+	ch := loadChart(t)
+	kubeProxy := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]any{"name": "kube-proxy", "namespace": "kube-system"}}}
+	withKubeProxy := fakeCluster(kubeProxy)
+	for _, mode := range []string{"nftables", "iptables"} {
+		_, err := render(ch, with(baseValues(), "agent.mode", mode), renderOpts{lookup: withKubeProxy})
+		if err == nil {
+			t.Fatalf("mode %s: installed on a cluster that runs kube-proxy", mode)
+		}
+		for _, want := range []string{"kube-proxy runs on this cluster", "kube-system/kube-proxy", "agent.mode=none", "agent.ignoreOtherProxy"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("mode %s: error lacks %q: %v", mode, want, err)
+			}
+		}
+	}
+	if _, err := render(ch, baseValues(), renderOpts{lookup: fakeCluster()}); err != nil {
+		t.Errorf("a cluster without kube-proxy: %v", err)
+	}
+	if _, err := render(ch, with(baseValues(), "agent.mode", "none"), renderOpts{lookup: withKubeProxy}); err != nil {
+		t.Errorf("mode none beside kube-proxy: %v", err)
+	}
+	out, err := render(ch, with(baseValues(), "agent.ignoreOtherProxy", true), renderOpts{lookup: withKubeProxy})
+	if err != nil {
+		t.Fatalf("ignoreOtherProxy beside kube-proxy: %v", err)
+	}
+	objs := objects(t, out)
+	if cfg := agentConfig(t, objs, typed[appsv1.DaemonSet](t, objs, "DaemonSet/portico-agent").Spec.Template.Spec.Containers[0].Args); !cfg.IgnoreOtherProxy {
+		t.Error("agent.ignoreOtherProxy: the agent does not read it")
 	}
 }

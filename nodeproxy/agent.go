@@ -41,14 +41,25 @@ const (
 )
 
 // Run runs the agent until ctx ends: it watches the cluster and keeps the node's netfilter rules,
-// health-check servers, /healthz, /readyz, /livez and /metrics up to date. With cfg.Cleanup it removes
-// everything the agent installed instead, and returns. The logger comes from ctx.
+// health-check servers, /healthz, /readyz, /livez and /metrics up to date (with
+// --proxy-mode=none only its announcers: no rules, no health-check servers). With cfg.Cleanup
+// it removes everything the agent installed instead, and returns. The logger comes from ctx.
 func Run(ctx context.Context, cfg config.Agent) error {
 	if cfg.Cleanup {
 		return cleanup(ctx, cfg)
 	}
 	if err := checkAnnouncers(cfg.Announcers); err != nil {
 		return err
+	}
+	if err := checkOtherProxy(ctx, cfg, nodeTraces{binaries: iptablesBinaries(cfg)}); err != nil {
+		return err
+	}
+	if cfg.ProxyMode == config.ProxyModeNone {
+		// Rules a dataplane mode left on the node (the mode was switched to none) would
+		// answer for the Services beside the other proxy's, and never change again.
+		if err := cleanup(ctx, cfg); err != nil {
+			logr.FromContextOrDiscard(ctx).Error(err, "Cannot remove the rules a dataplane mode of the agent left; remove them with portico-agent --cleanup")
+		}
 	}
 	if cfg.ProxyMode == config.ProxyModeNFTables {
 		// Fail at startup, not at the first sync, on a kernel without what the mode needs.
@@ -86,17 +97,26 @@ func Run(ctx context.Context, cfg config.Agent) error {
 
 // cleanup removes both modes' state, so that switching modes leaves nothing behind. The other
 // mode's failure is logged, not returned: a host may lack nf_tables or iptables altogether.
+// With --proxy-mode=none neither is the agent's own: both failures are returned.
 func cleanup(ctx context.Context, cfg config.Agent) error {
-	ipt := netfilter.Cleanup(ctx, map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath})
+	ipt := netfilter.Cleanup(ctx, iptablesBinaries(cfg))
 	nft := nftables.Cleanup(ctx)
 	own, other := ipt, nft
-	if cfg.ProxyMode == config.ProxyModeNFTables {
+	switch cfg.ProxyMode {
+	case config.ProxyModeNFTables:
 		own, other = nft, ipt
+	case config.ProxyModeNone:
+		return errors.Join(ipt, nft)
 	}
 	if other != nil {
 		logr.FromContextOrDiscard(ctx).Error(other, "Cannot clean up the other proxy mode's state")
 	}
 	return own
+}
+
+// iptablesBinaries are the iptables binaries of each family.
+func iptablesBinaries(cfg config.Agent) map[rules.Family]string {
+	return map[rules.Family]string{rules.IPv4: cfg.IPTablesPath, rules.IPv6: cfg.IP6TablesPath}
 }
 
 // agent is the running dataplane: one tracker, one sync loop, and the consumers it drives.
@@ -273,8 +293,37 @@ func (a *agent) startEvents(ctx context.Context) agentEvents {
 // ExternalIPsRefused Events (unless the externalIPs policy is allow; externalips.go), then
 // membership and the announcers, so that the rules (without the endpoints of dead nodes) are in
 // place before a VIP draws traffic here. Their stop functions are pushed on stops: at exit the
-// announcers stop answering before membership is left.
+// announcers stop answering before membership is left. With --proxy-mode=none there is
+// neither netfilter nor health checks: the node's other service proxy does both.
 func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack) error {
+	a.loop.consumers = nil
+	if a.cfg.ProxyMode != config.ProxyModeNone {
+		if err := a.startDataplane(ctx, ev, stops); err != nil {
+			return err
+		}
+	}
+	if a.cfg.Membership.Enabled {
+		leave, err := a.startMembership(ctx, ev)
+		if err != nil {
+			return err
+		}
+		stops.push(leave)
+	}
+	for _, name := range a.cfg.Announcers {
+		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: ev.recorder, registry: a.registry,
+			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull, uninstalling: a.isUninstalling, membership: a.membership})
+		if err != nil {
+			return fmt.Errorf("starting announcer %s: %w", name, err)
+		}
+		stops.push(stop)
+		a.loop.consumers = append(a.loop.consumers, c)
+	}
+	return nil
+}
+
+// startDataplane creates the programmer of --proxy-mode (following the Node's families), the
+// health-check servers and the ExternalIPsRefused Events, the first consumers of the sync loop.
+func (a *agent) startDataplane(ctx context.Context, ev agentEvents, stops *stack) error {
 	proxier, err := a.dataplane()
 	if err != nil {
 		return err
@@ -295,22 +344,6 @@ func (a *agent) startConsumers(ctx context.Context, ev agentEvents, stops *stack
 	a.loop.rules = rules
 	if a.cfg.ExternalIPs.Policy != config.ExternalIPsAllow && a.cs != nil {
 		a.loop.consumers = append(a.loop.consumers, newExternalIPsEvents(ctx, a.log.WithName("externalips"), a.cs, a.cfg.NodeName, a.cfg.ExternalIPs))
-	}
-	if a.cfg.Membership.Enabled {
-		leave, err := a.startMembership(ctx, ev)
-		if err != nil {
-			return err
-		}
-		stops.push(leave)
-	}
-	for _, name := range a.cfg.Announcers {
-		c, stop, err := announcers[name](ctx, announcerDeps{cfg: a.cfg, log: a.log, recorder: ev.recorder, registry: a.registry,
-			cs: a.cs, dyn: a.dyn, resync: a.loop.requestFull, uninstalling: a.isUninstalling, membership: a.membership})
-		if err != nil {
-			return fmt.Errorf("starting announcer %s: %w", name, err)
-		}
-		stops.push(stop)
-		a.loop.consumers = append(a.loop.consumers, c)
 	}
 	return nil
 }

@@ -12,6 +12,11 @@
 //   - nftables (--proxy-mode=nftables, the default): the other programmer, in its place: the
 //     same Services in one nf_tables table per family, over netlink (agent.go's dataplane picks
 //     one; Run probes the kernel for it at startup);
+//   - none (--proxy-mode=none, announce-only): neither programmer nor health-check servers;
+//     the node's other service proxy (kube-proxy) does both, and the loop drives membership and
+//     the announcers alone. With a programmer, Run refuses to start where it finds another
+//     proxy's rules (otherproxy.go: kube-proxy's nftables table or KUBE-SERVICES chain) unless
+//     --ignore-other-proxy; with none it removes its own leftover rules of a dataplane mode;
 //   - healthcheck: the healthCheckNodePort servers (a Consumer) and the agent's own /healthz,
 //     /readyz and /livez;
 //   - membership (--membership): which nodes' agents are alive, known within a second

@@ -1,6 +1,6 @@
 // Command portico-agent is the per-node dataplane: it programs Services (ClusterIP, NodePort,
-// LoadBalancer IPs, externalIPs) into iptables, serves health-check node ports and, with
-// --announce, announces VIPs. main only turns flags into a validated config and runs the agent;
+// LoadBalancer IPs, externalIPs) into iptables or nftables, serves health-check node ports and,
+// with --announce, announces VIPs; with --proxy-mode=none it only announces, beside kube-proxy. main only turns flags into a validated config and runs the agent;
 // the announcers it can run are wired in package nodeproxy.
 package main
 

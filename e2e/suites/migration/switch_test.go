@@ -295,10 +295,11 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	step("controller stopped and migrate", at)
 
 	// Step 5: Portico from its chart: the controller for class-less Services, the agents
-	// announcing by ARP beside kube-proxy (other health and metrics ports meanwhile).
+	// announcing by ARP and programming the Services beside kube-proxy until it goes (other
+	// health and metrics ports meanwhile, and ignoreOtherProxy: kube-proxy's rules are there).
 	at = time.Now()
 	install.Must(t, c, install.Options{Tag: tag, Classless: true, Announce: []string{"l2", "bgp"}, Values: map[string]any{
-		"agent": map[string]any{"healthzPort": agentHealthzPort, "metricsBindAddress": agentMetrics},
+		"agent": map[string]any{"healthzPort": agentHealthzPort, "metricsBindAddress": agentMetrics, "ignoreOtherProxy": true},
 	}})
 	for _, s := range svcs {
 		h.Wait(s.Name, "Portico's Ready condition", porticoReady)

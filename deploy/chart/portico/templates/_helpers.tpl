@@ -11,15 +11,33 @@ app.kubernetes.io/part-of: portico
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- end -}}
 
+{{/* portico-agent's /healthz port: agent.healthzPort, or by mode (config.DefaultHealthzBindAddress,
+  config.AnnounceOnlyHealthzBindAddress): kube-proxy's with a dataplane, another beside it. */}}
+{{- define "portico.agentHealthzPort" -}}
+{{- $a := .Values.agent -}}
+{{- if $a.healthzPort }}{{ $a.healthzPort }}{{ else if eq $a.mode "none" }}10266{{ else }}10256{{ end -}}
+{{- end -}}
+
+{{/* portico-agent's /metrics address: agent.metricsBindAddress, or by mode as the healthz port. */}}
+{{- define "portico.agentMetricsBindAddress" -}}
+{{- $a := .Values.agent -}}
+{{- if $a.metricsBindAddress }}{{ $a.metricsBindAddress | quote }}{{ else if eq $a.mode "none" }}127.0.0.1:10269{{ else }}127.0.0.1:10249{{ end -}}
+{{- end -}}
+
 {{/* portico-agent's AgentConfiguration (config package) from the values, for the root context. */}}
 {{- define "portico.agentConfig" -}}
 {{- $a := .Values.agent -}}
 apiVersion: config.portico-lb.io/v1alpha1
 kind: AgentConfiguration
+{{- if $a.apiServer }}
 kubeconfig: /etc/portico/agent/kubeconfig
+{{- end }}
 mode: {{ $a.mode }}
-healthzBindAddress: 0.0.0.0:{{ $a.healthzPort }}
-metricsBindAddress: {{ $a.metricsBindAddress }}
+{{- if $a.ignoreOtherProxy }}
+ignoreOtherProxy: true
+{{- end }}
+healthzBindAddress: 0.0.0.0:{{ include "portico.agentHealthzPort" . }}
+metricsBindAddress: {{ include "portico.agentMetricsBindAddress" . }}
 {{- with $a.clusterCIDRs }}
 clusterCIDRs: {{ toJson . }}
 {{- end }}
@@ -61,7 +79,7 @@ externalIPs:
 {{- end }}
 {{- end -}}
 
-{{/* portico-agent's kubeconfig: the API server at agent.apiServer (required: see agent/daemonset.yaml),
+{{/* portico-agent's kubeconfig: the API server at agent.apiServer (required with a dataplane: see agent/daemonset.yaml),
   with the pod's service-account token and cluster CA (as kubeadm configures kube-proxy). */}}
 {{- define "portico.agentKubeconfig" -}}
 apiVersion: v1
