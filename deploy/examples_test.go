@@ -15,7 +15,8 @@ import (
 
 // TestDocsExamples: the values files the README's and docs' quick starts install pass the
 // chart's schema and render what the docs say: bare metal, an agent with the API server set and
-// the pool (and BGPPeer) as valid objects; AWS, the controller with its class and no agent. The
+// the pool (and BGPPeer) as valid objects; beside kube-proxy, an agent in mode none without a
+// kubeconfig (in-cluster); AWS, the controller with its class and no agent. The
 // example Service is a valid LoadBalancer Service of the bare-metal class.
 func TestDocsExamples(t *testing.T) {
 	dir := filepath.Join("..", "docs", "examples")
@@ -26,9 +27,12 @@ func TestDocsExamples(t *testing.T) {
 		peers  []string
 		class  string
 		server string
+		// noDataplane: the agent announces only (mode none), reaching the API server in-cluster.
+		noDataplane bool
 	}{
 		{file: "values-baremetal.yaml", agent: true, pools: []string{"lan"}, class: "portico-lb.io/baremetal", server: "https://CONTROL-PLANE:6443"},
 		{file: "values-baremetal-bgp.yaml", agent: true, pools: []string{"routed"}, peers: []string{"router"}, class: "portico-lb.io/baremetal", server: "https://CONTROL-PLANE:6443"},
+		{file: "values-announce.yaml", agent: true, pools: []string{"lan"}, class: "portico-lb.io/baremetal", noDataplane: true},
 		{file: "values-aws.yaml", class: "portico-lb.io/aws"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -40,7 +44,13 @@ func TestDocsExamples(t *testing.T) {
 			if _, ok := objs["DaemonSet/portico-agent"]; ok != tc.agent {
 				t.Errorf("agent DaemonSet rendered: %v, want %v", ok, tc.agent)
 			}
-			if tc.agent {
+			if tc.agent && tc.noDataplane {
+				acm := typed[corev1.ConfigMap](t, objs, "ConfigMap/portico-agent")
+				if cfg := acm.Data["config.yaml"]; !strings.Contains(cfg, "mode: none") || strings.Contains(cfg, "kubeconfig") {
+					t.Errorf("announce-only agent configuration: want mode none and no kubeconfig:\n%s", cfg)
+				}
+			}
+			if tc.agent && !tc.noDataplane {
 				acm := typed[corev1.ConfigMap](t, objs, "ConfigMap/portico-agent")
 				found := false
 				for _, v := range acm.Data {
