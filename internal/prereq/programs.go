@@ -141,6 +141,8 @@ var Programs = []Program{
 		NotScanned: "run by containerd, not by Go code"},
 	{Name: "nsenter", Source: Debian, Package: "util-linux", Base: true, Found: onPath,
 		RunBy: "e2e/framework/nodes enters containerd and kubelet into a node's network, mount and UTS namespaces (an argument of sh -c); e2e/suites/migration runs kube-proxy and MetalLB's speaker in a node's network namespace"},
+	{Name: "setpriv", Source: Debian, Package: "util-linux", Base: true, Found: onPath,
+		RunBy: "e2e/suites/announceonly runs announce-only agents without CAP_NET_ADMIN (--bounding-set -net_admin)"},
 	{Name: "unshare", Source: Debian, Package: "util-linux", Base: true, Found: onPath,
 		RunBy:      "e2e/framework/nodes makes each node's mount and UTS namespaces (the holder process)",
 		NotScanned: "an argument of sh -c (e2e/framework/nodes' startInCgroup)"},
