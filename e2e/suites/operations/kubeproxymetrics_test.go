@@ -27,7 +27,7 @@ import (
 // TestKubeProxyMetricNames (issue 29 point 4): the agent exports kube-proxy's metric names for
 // the measurements kube-proxy makes, beside its own, so kube-proxy's dashboards keep working.
 // On a real control plane (with the EndpointSlice controller) and a lab node, portico-agent
-// (nftables mode) serves /metrics on the node's address; a client scrapes it: every kube-proxy
+// (in each proxy mode) serves /metrics on the node's address; a client scrapes it: every kube-proxy
 // name is there from the first sync; then a Service and a ready Pod behind it are created (once
 // the clock is a second past the agent's start, so that the slice's
 // endpoints.kubernetes.io/last-change-trigger-time, kept to the second, is after it: kube-proxy
@@ -39,22 +39,29 @@ import (
 //
 // On 9824d1b no kubeproxy_ series exists: the scrape lacks every name.
 func TestKubeProxyMetricNames(t *testing.T) {
-	prereq.RequireRoot(t, prereq.IPRoute2, prereq.NFTables)
+	prereq.RequireRoot(t, prereq.IPRoute2, prereq.NFTables, prereq.IPTables)
 	env := kpMetricsEnv(t)
+	for _, mode := range []string{"nftables", "iptables"} {
+		t.Run(mode, func(t *testing.T) { testKubeProxyMetricNames(t, env, mode) })
+	}
+}
+
+func testKubeProxyMetricNames(t *testing.T, env *labcluster.Env, mode string) {
 	node, client := env.Lab.Nodes()[0], env.Lab.Clients()[0]
 	ctx := t.Context()
-	const ns = "kpmetrics"
+	ns := "kpmetrics-" + mode
 	if err := env.Cluster.EnsureNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		// After the agent stopped: the next mode starts clean.
 		if out, err := node.Exec(context.WithoutCancel(ctx), env.Agent, "--cleanup"); err != nil {
 			t.Errorf("portico-agent --cleanup: %v\n%s", err, out)
 		}
 	})
 	metrics := netip.AddrPortFrom(node.Addr, 10249)
 	agent := node.Run(t, env.Agent, "--kubeconfig="+env.Kubeconfig, "--hostname-override="+node.Name,
-		"--proxy-mode=nftables", "--cluster-cidr="+node.PodCIDR.String(), "--iptables-min-sync-period=100ms",
+		"--proxy-mode="+mode, "--cluster-cidr="+node.PodCIDR.String(), "--iptables-min-sync-period=100ms",
 		"--healthz-bind-address=0", "--metrics-bind-address="+metrics.String(), "-v=1")
 	logs := func() string { return "agent:\n" + agentExitTail(agent.Output(), 40) }
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -94,7 +101,7 @@ func TestKubeProxyMetricNames(t *testing.T) {
 	// agent's start by that much.
 	after := synced.Truncate(time.Second).Add(time.Second)
 	wait.For(t, 5*time.Second, "the clock past "+after.Format(time.RFC3339), wait.True(func() bool { return time.Now().After(after) }))
-	backend := node.AddPod(t, "kpm-backend")
+	backend := node.AddPod(t, "kpm-"+mode[:4])
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "backend", Namespace: ns, Labels: map[string]string{"app": "kpm"}}}
 	pod.Spec.Containers = []corev1.Container{{Name: "app", Image: "portico.invalid/echo", Ports: []corev1.ContainerPort{{Name: "echo", ContainerPort: 8080}}}}
 	if _, err := env.Cluster.CreateReadyPod(ctx, pod, node.Name, backend.Addr); err != nil {
