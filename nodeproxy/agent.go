@@ -155,7 +155,8 @@ func newAgent(ctx context.Context, cfg config.Agent, cs kubernetes.Interface, dy
 	log := logr.FromContextOrDiscard(ctx)
 	loop := newSyncLoop(log, cfg.NodeName, cfg.MinSyncPeriod, newLoopMetrics(reg))
 	t, err := tracker.New(cs, cfg.NodeName, loop.notify, tracker.Options{
-		AllNodes: cfg.Membership.Enabled || len(cfg.Announcers) > 0, Pools: dyn, IgnoreExcludeLB: cfg.IgnoreExcludeLB})
+		AllNodes: cfg.Membership.Enabled || len(cfg.Announcers) > 0, Pools: dyn, IgnoreExcludeLB: cfg.IgnoreExcludeLB,
+		Registerer: reg})
 	if err != nil {
 		return nil, err
 	}

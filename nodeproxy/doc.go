@@ -143,6 +143,11 @@
 // times the tracker took with the changes (tracker.Trigger, State.Triggers); a failed sync's
 // are dropped, as kube-proxy does.
 //
+// The measurements kube-proxy makes are exported under kube-proxy's names too
+// (KubeProxyMetricNames: sync durations, last sync and queued times, network programming
+// latency, Service and EndpointSlice change counts), beside the portico_agent_ ones, so that
+// kube-proxy's dashboards keep working after the switch.
+//
 // After a sync, UDP conntrack entries whose original destination is a changed UDP service
 // address or NodePort and whose reply source is not a serving endpoint are deleted over netlink
 // in one pass: entries of removed endpoints, and entries created while the port had no endpoint.

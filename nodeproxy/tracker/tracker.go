@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +52,8 @@ type Tracker struct {
 	// measured).
 	triggers []Trigger
 	started  time.Time
+	// metrics count the changes seen (nil: not counted).
+	metrics *changeMetrics
 }
 
 // AddressPoolsResource is the AddressPool resource the tracker watches with Options.Pools.
@@ -68,6 +72,9 @@ type Options struct {
 	// Pools, when set, watches AddressPools (portico-lb.io/v1alpha1) through it; a change
 	// queues a sync without marking any Service.
 	Pools dynamic.Interface
+	// Registerer, when set, registers the counts of Service and EndpointSlice changes seen
+	// (ChangeMetricNames).
+	Registerer prometheus.Registerer
 }
 
 // LabelServiceProxyName on a Service (and its EndpointSlices) names the proxy that serves it.
@@ -117,6 +124,7 @@ func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tr
 		notify:  notify,
 		changed: map[types.NamespacedName]bool{},
 		started: time.Now(),
+		metrics: newChangeMetrics(opts.Registerer),
 		synced:  []cache.InformerSynced{svcInf.Informer().HasSynced, sliceInf.Informer().HasSynced, nodeInf.Informer().HasSynced},
 	}
 	handlers := map[cache.SharedIndexInformer]cache.ResourceEventHandler{}
@@ -138,9 +146,9 @@ func New(cs kubernetes.Interface, node string, notify func(), opts Options) (*Tr
 		}
 	}
 	svcHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.serviceChanged(obj) },
-		UpdateFunc: func(_, obj any) { t.serviceChanged(obj) },
-		DeleteFunc: func(obj any) { t.serviceChanged(obj) },
+		AddFunc:    func(obj any) { t.serviceChanged(nil, obj) },
+		UpdateFunc: func(old, obj any) { t.serviceChanged(old, obj) },
+		DeleteFunc: func(obj any) { t.serviceChanged(nil, obj) },
 	}
 	sliceHandler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.sliceChanged(nil, obj, false) },
@@ -197,8 +205,11 @@ func unwrap(obj any) any {
 	return obj
 }
 
-func (t *Tracker) serviceChanged(obj any) {
+func (t *Tracker) serviceChanged(old, obj any) {
 	if svc, ok := unwrap(obj).(*corev1.Service); ok {
+		if o, _ := old.(*corev1.Service); o == nil || o.ResourceVersion != svc.ResourceVersion {
+			t.metrics.serviceChanged()
+		}
 		t.Mark(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
 	}
 }
@@ -223,6 +234,9 @@ func (t *Tracker) SliceChanged(old, s *discoveryv1.EndpointSlice, deleted bool) 
 		return
 	}
 	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
+	if deleted || old == nil || old.ResourceVersion != s.ResourceVersion {
+		t.metrics.sliceChanged()
+	}
 	t.mu.Lock()
 	if deleted {
 		t.triggers = dropTriggers(t.triggers, key)

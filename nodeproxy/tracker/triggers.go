@@ -65,9 +65,12 @@ func dropTriggers(pending []Trigger, svc types.NamespacedName) []Trigger {
 // ProgrammingLatency is portico_agent_network_programming_duration_seconds, kube-proxy's
 // kubeproxy_network_programming_duration_seconds under the agent's prefix: per IP family, the
 // seconds from each Trigger to the end of the sync that programmed that family's rules, observed
-// once per changed slice per successful sync of the family by the proxier of either mode.
+// once per changed slice per successful sync of the family by the proxier of either mode. The
+// same observations go to kubeproxy_network_programming_duration_seconds, kube-proxy's name
+// (without the family label, as kube-proxy has it), for kube-proxy's dashboards.
 type ProgrammingLatency struct {
-	hist *prometheus.HistogramVec
+	hist      *prometheus.HistogramVec
+	kubeProxy prometheus.Histogram
 }
 
 // ProgrammingLatencyBuckets are kube-proxy's: 0, 0.25 s, 0.5 s, every second to 59 s, every 5 s
@@ -80,14 +83,21 @@ func ProgrammingLatencyBuckets() []float64 {
 	return append(b, prometheus.LinearBuckets(120, 30, 7)...)
 }
 
-// NewProgrammingLatency creates the histogram and registers it with reg (nil: not registered).
+// NewProgrammingLatency creates the histograms and registers them with reg (nil: not
+// registered).
 func NewProgrammingLatency(reg prometheus.Registerer) *ProgrammingLatency {
-	l := &ProgrammingLatency{hist: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "portico_agent_network_programming_duration_seconds",
-		Help:    "Seconds from an EndpointSlice change's trigger time (endpoints.kubernetes.io/last-change-trigger-time) to the sync that programmed it, per IP family.",
-		Buckets: ProgrammingLatencyBuckets()}, []string{"ip_family"})}
+	l := &ProgrammingLatency{
+		hist: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "portico_agent_network_programming_duration_seconds",
+			Help:    "Seconds from an EndpointSlice change's trigger time (endpoints.kubernetes.io/last-change-trigger-time) to the sync that programmed it, per IP family.",
+			Buckets: ProgrammingLatencyBuckets()}, []string{"ip_family"}),
+		kubeProxy: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kubeproxy_network_programming_duration_seconds",
+			Help:    "Seconds from an EndpointSlice change's trigger time (endpoints.kubernetes.io/last-change-trigger-time) to the sync that programmed it (kube-proxy's name; portico_agent_network_programming_duration_seconds has the IP family).",
+			Buckets: ProgrammingLatencyBuckets()}),
+	}
 	if reg != nil {
-		reg.MustRegister(l.hist)
+		reg.MustRegister(l.hist, l.kubeProxy)
 	}
 	return l
 }
@@ -112,5 +122,6 @@ func (l *ProgrammingLatency) Programmed(st *State, fam corev1.IPFamily) {
 	}
 	for _, s := range Latencies(st.Triggers, fam, time.Now()) {
 		l.hist.WithLabelValues(string(fam)).Observe(s)
+		l.kubeProxy.Observe(s)
 	}
 }

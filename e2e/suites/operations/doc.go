@@ -81,6 +81,17 @@
 //	| [29.5] the controller's Deployment deleted (helm   | the garbage collector deletes the leader-election   | TestControllerLeaseGoneWithDeployment; e2e/suites/install TestInstall (no Lease left) |
 //	|      uninstall); a Lease left ownerless by an older | Lease (owned by the Deployment); the older Lease    |      |
 //	|      version                                       | gets the owner at the next start                   |      |
+//	| [29.4] kube-proxy's dashboards pointed at the       | the agent exports kube-proxy's names beside its    | TestKubeProxyMetricNames; nodeproxy: TestKubeProxyMetricNames (unit, buckets) |
+//	|      agents; a Service and a ready Pod created     | own, each present from the first sync; after the  |      |
+//	|                                                    | change the sync histogram, last sync and queued    |      |
+//	|                                                    | times, Service and EndpointSlice change counters   |      |
+//	|                                                    | and network programming histogram all move, each   |      |
+//	|                                                    | twin counting what the agent's own name counts     |      |
+//	| [29.4] monitoring values: PodMonitor over a        | refused naming agent.metricsBindAddress; enabled   | deploy: TestMonitors, TestPrometheusRuleMetricsExist, TestPodKnobs, TestRecommendedLabels |
+//	|      loopback /metrics, an alert on a renamed      | monitors select the pods/Service and port they     |      |
+//	|      metric, the common pod knobs                  | scrape; every alert reads a metric the code builds;|      |
+//	|                                                    | the knobs reach the pods; recommended labels on    |      |
+//	|                                                    | every object                                       |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations

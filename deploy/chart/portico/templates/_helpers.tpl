@@ -1,14 +1,53 @@
-{{/* The image of binary (a string) for the root context: <registry>/<binary>:<tag>. */}}
+{{/* The image of binary (a string) for the root context, component (controller, agent, ccm)
+  choosing image.<component>: <repository>@<digest> when a digest is set (it wins over the tag),
+  else <repository>:<tag>; repository defaults to <registry>/<binary>, tag to the appVersion. */}}
 {{- define "portico.image" -}}
-{{- $root := index . 0 -}}{{- $binary := index . 1 -}}
-{{- printf "%s/%s:%s" $root.Values.image.registry $binary (default $root.Chart.AppVersion $root.Values.image.tag) -}}
+{{- $root := index . 0 -}}{{- $binary := index . 1 -}}{{- $component := index . 2 -}}
+{{- $img := $root.Values.image -}}
+{{- $own := index $img $component | default dict -}}
+{{- $repo := $own.repository | default (printf "%s/%s" $img.registry $binary) -}}
+{{- if $own.digest -}}
+{{- printf "%s@%s" $repo $own.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default $root.Chart.AppVersion $img.tag) -}}
+{{- end -}}
 {{- end -}}
 
-{{/* Labels every object carries; the argument is the component name. */}}
+{{/* Labels every object carries (Kubernetes' recommended labels); the argument is the component
+  name and the root context. Selectors use portico.selectorLabels, which never change. */}}
 {{- define "portico.labels" -}}
 app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: portico
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* A pod template's labels: portico.labels and the component's podLabels (which may not
+  replace the chart's own: the selectors and monitors depend on them). Argument: name, root,
+  values (the component's values). */}}
+{{- define "portico.podLabels" -}}
+{{- $own := include "portico.labels" . | fromYaml -}}
+{{- $all := merge (dict) $own (.values.podLabels | default dict) -}}
+{{- toYaml $all -}}
+{{- end -}}
+
+{{/* The scheduling knobs every component takes from its values (argument): affinity,
+  topologySpreadConstraints, nodeSelector, tolerations, indented for a pod spec. */}}
+{{- define "portico.scheduling" -}}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* portico-agent's /healthz port: agent.healthzPort, or by mode (config.DefaultHealthzBindAddress,
