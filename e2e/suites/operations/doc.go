@@ -79,6 +79,13 @@
 //	| [29.5] the controller's Deployment deleted (helm   | the garbage collector deletes the leader-election   | TestControllerLeaseGoneWithDeployment; e2e/suites/install TestInstall (no Lease left) |
 //	|      uninstall); a Lease left ownerless by an older | Lease (owned by the Deployment); the older Lease    |      |
 //	|      version                                       | gets the owner at the next start                   |      |
+//	| [29.4] an AddressPool or BGPPeer with a bad value  | the API server refuses it, naming the field (CEL    | TestCRDValidation, TestCRDValidationAcceptsRepoObjects |
+//	|      (999.1.1.1/99, /33, host bits, a reversed or   | rules, patterns); IPv6, ranges, 4-byte ASNs and     |      |
+//	|      mixed range, ASN 23456, hold time 2s, ...)     | every object the repository shows are accepted      |      |
+//	| [29.4] Portico upgraded over an older release's     | helm upgrade leaves crds/ alone; the documented     | TestCRDUpgradeCommand |
+//	|      CRDs (installed by helm install, Helm 4)       | `kubectl apply --server-side --force-conflicts`     |      |
+//	|                                                    | replaces them (a conflict without the flag); bad    |      |
+//	|                                                    | objects stored before stay, editable otherwise      |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
