@@ -33,12 +33,17 @@ type AddressPoolSpec struct {
 	// Addresses are IPv4 and IPv6 CIDRs ("198.18.10.0/24", "2001:db8:10::/120") and inclusive
 	// ranges of one family ("198.18.10.10-198.18.10.20"). Entries must not overlap each other,
 	// nor another pool's (the younger pool of an overlapping pair is reported Conflict and not
-	// used for new allocations).
+	// used for new allocations). The API server refuses an entry that is not a CIDR or a range
+	// (IPv4-mapped IPv6 and zones are refused too), a CIDR with host bits set, a range whose
+	// ends differ in family or whose end is before its start; overlaps are reported in status.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=set
 	// +kubebuilder:validation:items:MaxLength=90
-	// +kubebuilder:validation:items:Pattern=`^([0-9a-fA-F:.]+/[0-9]{1,3}|[0-9a-fA-F:.]+ *- *[0-9a-fA-F:.]+)$`
+	// +kubebuilder:validation:items:XValidation:rule="self.contains('-') ? (self.split('-', 3).size() == 2 && isIP(self.split('-', 3)[0].trim()) && isIP(self.split('-', 3)[1].trim())) : isCIDR(self)",message="not a CIDR (198.18.10.0/24, 2001:db8:10::/120) or a range of two addresses (198.18.10.10-198.18.10.20)"
+	// +kubebuilder:validation:items:XValidation:rule="self.contains('-') || !isCIDR(self) || cidr(self) == cidr(self).masked()",message="has host bits set: write the prefix with its first address (198.18.10.0/24, not 198.18.10.5/24)"
+	// +kubebuilder:validation:items:XValidation:rule="!self.contains('-') || self.split('-', 3).size() != 2 || !isIP(self.split('-', 3)[0].trim()) || !isIP(self.split('-', 3)[1].trim()) || ip(self.split('-', 3)[0].trim()).family() == ip(self.split('-', 3)[1].trim()).family()",message="the two ends of a range must be of one family"
+	// +kubebuilder:validation:items:XValidation:rule="!self.contains('-') || self.split('-', 3).size() != 2 || [self.split('-', 3)[0].trim()].all(a, [self.split('-', 3)[1].trim()].all(b, !isIP(a) || !isIP(b) || ip(a).family() != ip(b).family() || ip(a) == ip(b) || ['0/1', '1/2', '2/3', '3/4', '4/5', '5/6', '6/7', '7/8', '8/9', '9/10', '10/11', '11/12', '12/13', '13/14', '14/15', '15/16', '16/17', '17/18', '18/19', '19/20', '20/21', '21/22', '22/23', '23/24', '24/25', '25/26', '26/27', '27/28', '28/29', '29/30', '30/31', '31/32', '32/33', '33/34', '34/35', '35/36', '36/37', '37/38', '38/39', '39/40', '40/41', '41/42', '42/43', '43/44', '44/45', '45/46', '46/47', '47/48', '48/49', '49/50', '50/51', '51/52', '52/53', '53/54', '54/55', '55/56', '56/57', '57/58', '58/59', '59/60', '60/61', '61/62', '62/63', '63/64', '64/65', '65/66', '66/67', '67/68', '68/69', '69/70', '70/71', '71/72', '72/73', '73/74', '74/75', '75/76', '76/77', '77/78', '78/79', '79/80', '80/81', '81/82', '82/83', '83/84', '84/85', '85/86', '86/87', '87/88', '88/89', '89/90', '90/91', '91/92', '92/93', '93/94', '94/95', '95/96', '96/97', '97/98', '98/99', '99/100', '100/101', '101/102', '102/103', '103/104', '104/105', '105/106', '106/107', '107/108', '108/109', '109/110', '110/111', '111/112', '112/113', '113/114', '114/115', '115/116', '116/117', '117/118', '118/119', '119/120', '120/121', '121/122', '122/123', '123/124', '124/125', '125/126', '126/127', '127/128'].exists(p, [a + '/' + p.substring(0, p.indexOf('/'))].all(l, [a + '/' + p.substring(p.indexOf('/') + 1)].all(m, isCIDR(m) && cidr(l).containsIP(b) && !cidr(m).containsIP(b) && cidr(m).masked().ip() == cidr(l).masked().ip())))))",message="the end of a range must not be before its start"
 	Addresses []string `json:"addresses"`
 
 	// AutoAssign lets the pool serve Services that ask for no particular pool or address.
@@ -81,6 +86,8 @@ type ServiceAllocation struct {
 	// here or matches NamespaceSelector; when both are empty every namespace qualifies.
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespaces []string `json:"namespaces,omitempty"`
 
 	// NamespaceSelector selects the namespaces the pool serves by their labels.
@@ -111,10 +118,14 @@ type L2Announce struct {
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 
 	// Interfaces limits announcement to these interface names on the node; empty means the
-	// interfaces that hold an address in the same subnet as the announced address.
+	// interfaces that hold an address in the same subnet as the announced address. Names are
+	// Linux interface names: 1 to 15 characters, no "/", ":" or white space, not "." or "..".
 	// +optional
 	// +listType=set
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=15
+	// +kubebuilder:validation:items:Pattern=`^[^/:\s]+$`
+	// +kubebuilder:validation:items:XValidation:rule="self != '.' && self != '..'",message="not an interface name"
 	Interfaces []string `json:"interfaces,omitempty"`
 }
 
@@ -131,6 +142,7 @@ type BGPAnnounce struct {
 	// +listType=set
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Peers []string `json:"peers,omitempty"`
 
 	// PeerSelector selects the BGPPeers to advertise to by their labels (see Peers).
@@ -147,7 +159,9 @@ type BGPAnnounce struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=11
 	// +kubebuilder:validation:items:Pattern=`^[0-9]{1,5}:[0-9]{1,5}$`
+	// +kubebuilder:validation:items:XValidation:rule="self.split(':', 2).all(p, int(p) <= 65535)",message="want ASN:VALUE, each 0 to 65535"
 	Communities []string `json:"communities,omitempty"`
 
 	// LargeCommunities are BGP large communities ("ASN:DATA1:DATA2", each 32 bits) attached to
@@ -155,7 +169,9 @@ type BGPAnnounce struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=32
 	// +kubebuilder:validation:items:Pattern=`^[0-9]{1,10}:[0-9]{1,10}:[0-9]{1,10}$`
+	// +kubebuilder:validation:items:XValidation:rule="self.split(':', 3).all(p, int(p) <= 4294967295)",message="want ASN:DATA1:DATA2, each 0 to 4294967295"
 	LargeCommunities []string `json:"largeCommunities,omitempty"`
 
 	// LocalPreference is sent as LOCAL_PREF; it only matters to iBGP peers.

@@ -27,21 +27,29 @@ type BGPPeer struct {
 }
 
 // BGPPeerSpec declares one BGP neighbour and how the nodes peer with it.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.keepaliveTime) || duration(self.keepaliveTime) == duration('0s') || duration(self.keepaliveTime) < ((has(self.holdTime) && duration(self.holdTime) != duration('0s')) ? duration(self.holdTime) : duration('90s'))",fieldPath=".keepaliveTime",message="must be less than the hold time (holdTime, default 90s)"
+// +kubebuilder:validation:XValidation:rule="!has(self.ebgpMultihopTTL) || self.ebgpMultihopTTL == 0 || self.peerASN != self.myASN",fieldPath=".ebgpMultihopTTL",message="only for eBGP peers (peerASN differs from myASN)"
+// +kubebuilder:validation:XValidation:rule="!has(self.ebgpMultihopTTL) || self.ebgpMultihopTTL <= 1 || !has(self.bfd) || (has(self.bfd.enabled) && !self.bfd.enabled)",fieldPath=".ebgpMultihopTTL",message="BFD is single-hop: not with bfd enabled"
 type BGPPeerSpec struct {
 	// PeerAddress is the router's IPv4 or IPv6 address. An IPv4 peer carries IPv4 routes, an
 	// IPv6 peer IPv6 routes (a dual-stack router is two BGPPeers).
 	// +kubebuilder:validation:MaxLength=45
-	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F:.]+$`
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="not an IPv4 or IPv6 address (without a zone, not IPv4-mapped IPv6)"
+	// +kubebuilder:validation:XValidation:rule="!isIP(self) || !ip(self).isUnspecified()",message="the unspecified address cannot be a peer"
 	PeerAddress string `json:"peerAddress"`
 
-	// PeerASN is the router's AS number.
+	// PeerASN is the router's AS number: 1 to 4294967294 but 23456 (AS_TRANS) and 65535.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:XValidation:rule="self != 23456 && self != 65535 && self != 4294967295",message="is reserved: 23456 is AS_TRANS (RFC 6793), 65535 and 4294967295 are reserved by RFC 7300"
 	PeerASN int64 `json:"peerASN"`
 
-	// MyASN is the nodes' AS number on this session; equal to PeerASN makes it iBGP.
+	// MyASN is the nodes' AS number on this session; equal to PeerASN makes it iBGP. The same
+	// range as PeerASN.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=4294967295
+	// +kubebuilder:validation:XValidation:rule="self != 23456 && self != 65535 && self != 4294967295",message="is reserved: 23456 is AS_TRANS (RFC 6793), 65535 and 4294967295 are reserved by RFC 7300"
 	MyASN int64 `json:"myASN"`
 
 	// Port is the router's TCP port.
@@ -51,12 +59,20 @@ type BGPPeerSpec struct {
 	// +optional
 	Port int32 `json:"port,omitempty"`
 
-	// HoldTime is the hold time the nodes offer (whole seconds, 0 or at least 3 s); default 90s.
+	// HoldTime is the hold time the nodes offer (whole seconds, 0 or 3s to 65535s); default 90s.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || (duration(self) >= duration('3s') && duration(self) <= duration('65535s'))",message="want 0 (the default, 90s) or 3s to 65535s"
+	// +kubebuilder:validation:XValidation:rule="duration(self).getMilliseconds() % 1000 == 0",message="want whole seconds"
 	HoldTime *metav1.Duration `json:"holdTime,omitempty"`
 
-	// KeepaliveTime is the keepalive interval (whole seconds); default a third of the hold time.
+	// KeepaliveTime is the keepalive interval (whole seconds, less than the hold time); default a
+	// third of the hold time.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self).getMilliseconds() % 1000 == 0",message="want whole seconds"
 	KeepaliveTime *metav1.Duration `json:"keepaliveTime,omitempty"`
 
 	// PasswordSecretRef names a Secret whose key holds the TCP MD5 password (RFC 2385). A
@@ -87,13 +103,18 @@ type SecretKeyRef struct {
 	// Namespace of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespace string `json:"namespace"`
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 	// Key in the Secret's data.
 	// +kubebuilder:default=password
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	// +optional
 	Key string `json:"key,omitempty"`
 }
@@ -107,10 +128,16 @@ type BFDSettings struct {
 	// ReceiveInterval is the shortest interval between received BFD packets the nodes ask for.
 	// +kubebuilder:default="300ms"
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('4294967295us')",message="want at most 4294967295us (BFD's 32-bit microsecond field)"
 	ReceiveInterval *metav1.Duration `json:"receiveInterval,omitempty"`
 	// TransmitInterval is the interval the nodes send at.
 	// +kubebuilder:default="300ms"
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('4294967295us')",message="want at most 4294967295us (BFD's 32-bit microsecond field)"
 	TransmitInterval *metav1.Duration `json:"transmitInterval,omitempty"`
 	// Multiplier is how many missed intervals declare the router down.
 	// +kubebuilder:default=3

@@ -226,7 +226,9 @@ func TestMoveBetweenPools(t *testing.T) {
 }
 
 // TestInvalidPools: a bad pool and an overlapping younger pool get a status condition and an
-// Event, serve nothing new, and disturb neither the good pool nor the Services.
+// Event, serve nothing new, and disturb neither the good pool nor the Services. The bad pool's
+// fault is one the CRD cannot see (two of its own entries overlap); what it can see the API
+// server refuses (operations TestCRDValidation).
 func TestInvalidPools(t *testing.T) {
 	e := newEnv(t)
 	e.pool("good", nil, "198.18.169.0/30")
@@ -234,14 +236,14 @@ func TestInvalidPools(t *testing.T) {
 	e.svc("a")
 	held := e.waitIPs("a", 1)[0]
 	e.pool("overlap", nil, "198.18.169.0/29")
-	e.pool("broken", nil, "198.18.170.5/24")
+	e.pool("broken", nil, "198.18.170.0/29", "198.18.170.4/30")
 	e.eventually("overlap Conflict=True", func() bool {
 		return meta.IsStatusConditionTrue(e.getPool("overlap").Status.Conditions, v1alpha1.ConditionConflict)
 	})
 	e.eventually("broken Valid=False", func() bool {
 		return meta.IsStatusConditionFalse(e.getPool("broken").Status.Conditions, v1alpha1.ConditionValid)
 	})
-	if msg := e.waitEvent("default", "broken", "InvalidSpec"); !strings.Contains(msg, "did you mean 198.18.170.0/24") {
+	if msg := e.waitEvent("default", "broken", "InvalidSpec"); !strings.Contains(msg, "overlaps 198.18.170.0/29 of the same pool") {
 		t.Errorf("event message = %q", msg)
 	}
 	e.waitEvent("default", "overlap", "Overlapping")

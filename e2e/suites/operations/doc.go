@@ -92,6 +92,13 @@
 //	|      metric, the common pod knobs                  | scrape; every alert reads a metric the code builds;|      |
 //	|                                                    | the knobs reach the pods; recommended labels on    |      |
 //	|                                                    | every object                                       |      |
+//	| [29.4] an AddressPool or BGPPeer with a bad value  | the API server refuses it, naming the field (CEL    | TestCRDValidation, TestCRDValidationAcceptsRepoObjects |
+//	|      (999.1.1.1/99, /33, host bits, a reversed or   | rules, patterns); IPv6, ranges, 4-byte ASNs and     |      |
+//	|      mixed range, ASN 23456, hold time 2s, ...)     | every object the repository shows are accepted      |      |
+//	| [29.4] Portico upgraded over an older release's     | helm upgrade leaves crds/ alone; the documented     | TestCRDUpgradeCommand |
+//	|      CRDs (installed by helm install, Helm 4)       | `kubectl apply --server-side --force-conflicts`     |      |
+//	|                                                    | replaces them (a conflict without the flag); bad    |      |
+//	|                                                    | objects stored before stay, editable otherwise      |      |
 //
 // Each test failed on the code the issue was filed against (see its comment).
 package operations
