@@ -28,29 +28,47 @@ type debRoot struct {
 	cache string              // downloaded .deb files, reused across runs
 	dir   string              // where the packages are unpacked, one directory each
 	arch  string              // the image's Debian architecture (amd64, arm64)
+	multi string              // its multiarch directory (x86_64-linux-gnu)
 	pkgs  map[string]string   // package -> version
 	deps  map[string][]string // package -> what it depends on (Pre-Depends, Depends)
 	log   func(string, ...any)
 }
 
-func newDebRoot(cache, dir string, log func(string, ...any)) *debRoot {
+// newDebRoot returns a debRoot for the Go architecture goarch (empty: this build's).
+func newDebRoot(cache, dir, goarch string, log func(string, ...any)) (*debRoot, error) {
 	if log == nil {
 		log = func(string, ...any) {}
 	}
-	return &debRoot{cache: cache, dir: dir, arch: debArch, pkgs: map[string]string{}, deps: map[string][]string{}, log: log}
+	if goarch == "" {
+		goarch = runtime.GOARCH
+	}
+	arch, multi := debArchs[goarch], multiarchs[goarch]
+	if arch == "" || multi == "" {
+		return nil, fmt.Errorf("no Debian architecture for GOARCH %q", goarch)
+	}
+	return &debRoot{cache: cache, dir: dir, arch: arch, multi: multi, pkgs: map[string]string{}, deps: map[string][]string{}, log: log}, nil
 }
 
 // libDirs are where the loader looks for libraries in a Debian system, each with the
 // multiarch directory below it (lib/x86_64-linux-gnu).
 var libDirs = []string{"lib", "usr/lib"}
 
-// debArch is Debian's name of this build's architecture, which the images are built for.
-var debArch = map[string]string{"amd64": "amd64", "arm64": "arm64", "arm": "armhf", "386": "i386",
-	"ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64"}[runtime.GOARCH]
+// debArchs are Debian's names of Go's architectures (GOARCH).
+var debArchs = map[string]string{"amd64": "amd64", "arm64": "arm64", "arm": "armhf", "386": "i386",
+	"ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64"}
 
-// multiarch is Debian's multiarch directory of this architecture.
-var multiarch = map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "arm": "arm-linux-gnueabihf",
-	"386": "i386-linux-gnu", "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu", "riscv64": "riscv64-linux-gnu"}[runtime.GOARCH]
+// multiarchs are Debian's multiarch directories of Go's architectures.
+var multiarchs = map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "arm": "arm-linux-gnueabihf",
+	"386": "i386-linux-gnu", "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu", "riscv64": "riscv64-linux-gnu"}
+
+// debArch and multiarch are those of this build's architecture.
+var (
+	debArch   = debArchs[runtime.GOARCH]
+	multiarch = multiarchs[runtime.GOARCH]
+)
+
+// DebianArch returns Debian's name of the Go architecture goarch (arm64, armhf), or "".
+func DebianArch(goarch string) string { return debArchs[goarch] }
 
 // isRoot reports whether this process may run apt-get update.
 var isRoot = func() bool { return os.Geteuid() == 0 }
@@ -407,7 +425,7 @@ func (f *files) libPath(ctx context.Context, lib string) (string, error) {
 	lookup := func() (string, bool) {
 		for _, pkg := range slices.Sorted(maps.Keys(f.root.pkgs)) {
 			for _, d := range libDirs {
-				p := path.Join("/", d, multiarch, lib)
+				p := path.Join("/", d, f.root.multi, lib)
 				if _, err := os.Lstat(filepath.Join(f.root.dir, pkg, p)); err == nil {
 					return p, true
 				}
