@@ -88,12 +88,37 @@ type record struct {
 }
 
 // candidates returns apt's candidates of pkgs for the image's architecture (the versions the
-// mirror serves, as of apt's lists), in one apt-cache call. A name apt has no package of (a
-// virtual package) is missing from the result.
+// mirror serves, as of apt's lists). A name apt has no package of (a virtual package) is
+// missing from the result. apt names a package of every architecture (Architecture: all, as
+// ca-certificates) pkg:all only, not pkg:arm64 on an amd64 machine: those apt has no
+// pkg:<arch> of are asked again as pkg:all.
 func (r *debRoot) candidates(ctx context.Context, pkgs []string) (map[string]record, error) {
+	recs, err := r.show(ctx, pkgs, r.arch)
+	if err != nil {
+		return nil, err
+	}
+	var rest []string
+	for _, p := range pkgs {
+		if _, ok := recs[p]; !ok {
+			rest = append(rest, p)
+		}
+	}
+	if len(rest) == 0 || r.arch == debArch {
+		return recs, nil
+	}
+	all, err := r.show(ctx, rest, "all")
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(recs, all)
+	return recs, nil
+}
+
+// show returns what apt's lists say of pkgs for the architecture arch, in one apt-cache call.
+func (r *debRoot) show(ctx context.Context, pkgs []string, arch string) (map[string]record, error) {
 	args := []string{"show", "--no-all-versions"}
 	for _, p := range pkgs {
-		args = append(args, p+":"+r.arch)
+		args = append(args, p+":"+arch)
 	}
 	out, err := output(ctx, "", "apt-cache", args...)
 	if err != nil && !strings.Contains(err.Error(), "No packages found") {
@@ -236,7 +261,7 @@ func (r *debRoot) download(ctx context.Context, recs map[string]record) error {
 		if _, err := os.Stat(filepath.Join(r.cache, file)); err == nil {
 			continue
 		}
-		want = append(want, p+":"+r.arch+"="+recs[p].version)
+		want = append(want, p+":"+recs[p].arch+"="+recs[p].version)
 		files = append(files, file)
 	}
 	if len(want) == 0 {

@@ -2,6 +2,7 @@ package publish
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path"
 
@@ -32,7 +33,7 @@ func pushChart(dir, reg, version string, plainHTTP bool, username, password stri
 	if err != nil {
 		return "", "", "", err
 	}
-	var opts []registry.ClientOption
+	opts := []registry.ClientOption{registry.ClientOptWriter(io.Discard)} // Push reports what it pushed
 	if plainHTTP {
 		opts = append(opts, registry.ClientOptPlainHTTP())
 	}
