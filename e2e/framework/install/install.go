@@ -439,15 +439,24 @@ const (
 	ControllerSelector = "app.kubernetes.io/name=portico-controller"
 )
 
+// ref is the image reference of binary at tag the release's pods run: from Options.Registry,
+// else Ref's.
+func (r *Release) ref(binary, tag string) string {
+	if r.opts.Registry != "" {
+		return r.opts.Registry + "/" + binary + ":" + tag
+	}
+	return Ref(binary, tag)
+}
+
 // WaitReady waits until the release runs as its values say: with the agent, the DaemonSet has
 // an up-to-date Ready pod on every node; the controller Deployment has every replica updated
 // and available; every pod of both runs the images of the release's tag.
 func (r *Release) WaitReady(ctx context.Context) error {
 	cs := r.c.Client()
 	agent := r.agentEnabled()
-	want := map[string]bool{Ref("portico-controller", r.Images.Tag): true}
+	want := map[string]bool{r.ref("portico-controller", r.Images.Tag): true}
 	if agent {
-		want[Ref("portico-agent", r.Images.Tag)] = true
+		want[r.ref("portico-agent", r.Images.Tag)] = true
 	}
 	var seen string
 	return wait.Poll(ctx, 250*time.Millisecond, r.opts.Timeout, "portico's agents Ready on every node and its controller available, on images "+r.Images.Tag, func(ctx context.Context) error {
