@@ -17,7 +17,7 @@ CONTROLLER_GEN ?= sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 # VERSION is what the binaries print with --version (internal/version).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
-.PHONY: help prereqs build images chart generate docs test test-unit test-e2e bench bench-scale lint tools demo clean-lab conformance
+.PHONY: help prereqs build images push chart generate docs test test-unit test-e2e bench bench-scale lint tools demo clean-lab conformance
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,6 +33,10 @@ build: ## build every binary into ./bin (portico-agent without GoBGP, portico-ag
 
 images: ## build the container images as OCI archives into $(BIN)/images, tagged $(VERSION) (no Docker, no registry; e2e/tools/images)
 	$(GO) run ./e2e/tools/images -version $(VERSION) -out $(BIN)/images
+
+push: ## build the images for linux/amd64 and linux/arm64 and push them (an index per component, an SBOM per image) and the chart (oci://REGISTRY/charts/portico) to REGISTRY=host:port[/prefix], tagged $(VERSION); INSECURE=1: plain HTTP (e2e/tools/push)
+	@[ -n "$(REGISTRY)" ] || { echo "push: set REGISTRY=host:port[/prefix]"; exit 1; }
+	$(GO) run ./e2e/tools/push -registry $(REGISTRY) -version $(VERSION) $(if $(INSECURE),-insecure)
 
 chart: ## render the plain manifests in deploy/ (and the chart's CRDs) from the Helm chart deploy/chart/portico
 	$(GO) test ./deploy -run TestRenderedManifests -update -count=1

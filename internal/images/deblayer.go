@@ -29,7 +29,10 @@ func DebLayer(ctx context.Context, o DebLayerOptions, pkgs, paths []string, link
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	debs := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), o.Log)
+	debs, err := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), "", o.Log)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, p := range pkgs {
 		if err := debs.add(ctx, p); err != nil {
 			return nil, nil, err
@@ -63,7 +66,10 @@ func DebFiles(ctx context.Context, o DebLayerOptions, pkg, pattern string) ([]st
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
-	debs := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), o.Log)
+	debs, err := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), "", o.Log)
+	if err != nil {
+		return nil, err
+	}
 	if err := debs.add(ctx, pkg); err != nil {
 		return nil, err
 	}
@@ -92,7 +98,10 @@ func Multiarch() string { return multiarch }
 // machine once pkg is downloaded at the version the mirror serves and unpacked in o.Work: for
 // running a program of the image's packages at build time (busybox --list).
 func DebHostPath(ctx context.Context, o DebLayerOptions, pkg, p string) (string, error) {
-	debs := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), o.Log)
+	debs, err := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), "", o.Log)
+	if err != nil {
+		return "", err
+	}
 	if err := debs.add(ctx, pkg); err != nil {
 		return "", err
 	}

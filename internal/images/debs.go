@@ -28,29 +28,47 @@ type debRoot struct {
 	cache string              // downloaded .deb files, reused across runs
 	dir   string              // where the packages are unpacked, one directory each
 	arch  string              // the image's Debian architecture (amd64, arm64)
+	multi string              // its multiarch directory (x86_64-linux-gnu)
 	pkgs  map[string]string   // package -> version
 	deps  map[string][]string // package -> what it depends on (Pre-Depends, Depends)
 	log   func(string, ...any)
 }
 
-func newDebRoot(cache, dir string, log func(string, ...any)) *debRoot {
+// newDebRoot returns a debRoot for the Go architecture goarch (empty: this build's).
+func newDebRoot(cache, dir, goarch string, log func(string, ...any)) (*debRoot, error) {
 	if log == nil {
 		log = func(string, ...any) {}
 	}
-	return &debRoot{cache: cache, dir: dir, arch: debArch, pkgs: map[string]string{}, deps: map[string][]string{}, log: log}
+	if goarch == "" {
+		goarch = runtime.GOARCH
+	}
+	arch, multi := debArchs[goarch], multiarchs[goarch]
+	if arch == "" || multi == "" {
+		return nil, fmt.Errorf("no Debian architecture for GOARCH %q", goarch)
+	}
+	return &debRoot{cache: cache, dir: dir, arch: arch, multi: multi, pkgs: map[string]string{}, deps: map[string][]string{}, log: log}, nil
 }
 
 // libDirs are where the loader looks for libraries in a Debian system, each with the
 // multiarch directory below it (lib/x86_64-linux-gnu).
 var libDirs = []string{"lib", "usr/lib"}
 
-// debArch is Debian's name of this build's architecture, which the images are built for.
-var debArch = map[string]string{"amd64": "amd64", "arm64": "arm64", "arm": "armhf", "386": "i386",
-	"ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64"}[runtime.GOARCH]
+// debArchs are Debian's names of Go's architectures (GOARCH).
+var debArchs = map[string]string{"amd64": "amd64", "arm64": "arm64", "arm": "armhf", "386": "i386",
+	"ppc64le": "ppc64el", "s390x": "s390x", "riscv64": "riscv64"}
 
-// multiarch is Debian's multiarch directory of this architecture.
-var multiarch = map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "arm": "arm-linux-gnueabihf",
-	"386": "i386-linux-gnu", "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu", "riscv64": "riscv64-linux-gnu"}[runtime.GOARCH]
+// multiarchs are Debian's multiarch directories of Go's architectures.
+var multiarchs = map[string]string{"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu", "arm": "arm-linux-gnueabihf",
+	"386": "i386-linux-gnu", "ppc64le": "powerpc64le-linux-gnu", "s390x": "s390x-linux-gnu", "riscv64": "riscv64-linux-gnu"}
+
+// debArch and multiarch are those of this build's architecture.
+var (
+	debArch   = debArchs[runtime.GOARCH]
+	multiarch = multiarchs[runtime.GOARCH]
+)
+
+// DebianArch returns Debian's name of the Go architecture goarch (arm64, armhf), or "".
+func DebianArch(goarch string) string { return debArchs[goarch] }
 
 // isRoot reports whether this process may run apt-get update.
 var isRoot = func() bool { return os.Geteuid() == 0 }
@@ -70,12 +88,37 @@ type record struct {
 }
 
 // candidates returns apt's candidates of pkgs for the image's architecture (the versions the
-// mirror serves, as of apt's lists), in one apt-cache call. A name apt has no package of (a
-// virtual package) is missing from the result.
+// mirror serves, as of apt's lists). A name apt has no package of (a virtual package) is
+// missing from the result. apt names a package of every architecture (Architecture: all, as
+// ca-certificates) pkg:all only, not pkg:arm64 on an amd64 machine: those apt has no
+// pkg:<arch> of are asked again as pkg:all.
 func (r *debRoot) candidates(ctx context.Context, pkgs []string) (map[string]record, error) {
+	recs, err := r.show(ctx, pkgs, r.arch)
+	if err != nil {
+		return nil, err
+	}
+	var rest []string
+	for _, p := range pkgs {
+		if _, ok := recs[p]; !ok {
+			rest = append(rest, p)
+		}
+	}
+	if len(rest) == 0 || r.arch == debArch {
+		return recs, nil
+	}
+	all, err := r.show(ctx, rest, "all")
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(recs, all)
+	return recs, nil
+}
+
+// show returns what apt's lists say of pkgs for the architecture arch, in one apt-cache call.
+func (r *debRoot) show(ctx context.Context, pkgs []string, arch string) (map[string]record, error) {
 	args := []string{"show", "--no-all-versions"}
 	for _, p := range pkgs {
-		args = append(args, p+":"+r.arch)
+		args = append(args, p+":"+arch)
 	}
 	out, err := output(ctx, "", "apt-cache", args...)
 	if err != nil && !strings.Contains(err.Error(), "No packages found") {
@@ -218,7 +261,7 @@ func (r *debRoot) download(ctx context.Context, recs map[string]record) error {
 		if _, err := os.Stat(filepath.Join(r.cache, file)); err == nil {
 			continue
 		}
-		want = append(want, p+":"+r.arch+"="+recs[p].version)
+		want = append(want, p+":"+recs[p].arch+"="+recs[p].version)
 		files = append(files, file)
 	}
 	if len(want) == 0 {
@@ -407,7 +450,7 @@ func (f *files) libPath(ctx context.Context, lib string) (string, error) {
 	lookup := func() (string, bool) {
 		for _, pkg := range slices.Sorted(maps.Keys(f.root.pkgs)) {
 			for _, d := range libDirs {
-				p := path.Join("/", d, multiarch, lib)
+				p := path.Join("/", d, f.root.multi, lib)
 				if _, err := os.Lstat(filepath.Join(f.root.dir, pkg, p)); err == nil {
 					return p, true
 				}

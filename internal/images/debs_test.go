@@ -233,3 +233,25 @@ func TestParseDepends(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignArchitecture: the packages of an image for another architecture are asked of apt
+// for that architecture (pkg:arm64), and when apt's lists have none, the error names the
+// architecture and the fix (dpkg --add-architecture, which make prereqs runs).
+func TestForeignArchitecture(t *testing.T) {
+	dir := fakeMachine(t, "bash=5.2.15-2+b13", "")
+	foreign := map[bool]string{true: "arm64", false: "amd64"}[debArch != "arm64"]
+	debs, err := newDebRoot(t.TempDir(), t.TempDir(), foreign, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = debs.add(context.Background(), "bash")
+	if err == nil || !strings.Contains(err.Error(), "dpkg --add-architecture "+foreign) {
+		t.Errorf("error %v, want one naming dpkg --add-architecture %s", err, foreign)
+	}
+	if log := calls(t, dir); !strings.Contains(log, "apt-cache show --no-all-versions bash:"+foreign) {
+		t.Errorf("apt was not asked for bash:%s:\n%s", foreign, log)
+	}
+	if _, err := newDebRoot(t.TempDir(), t.TempDir(), "mips64", nil); err == nil {
+		t.Error("newDebRoot(mips64): no error, want one: Debian's name of it is not known here")
+	}
+}

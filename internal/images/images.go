@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -24,8 +25,10 @@ type Options struct {
 	Repo string
 	// Version is the tag and what the binaries print with --version.
 	Version string
-	// Out is the directory the archives are written to, one <binary>.tar each.
+	// Out is the directory the archives are written to, one <binary>.tar each (Build).
 	Out string
+	// Arch is the images' architecture as GOARCH names it (amd64, arm64); empty: this build's.
+	Arch string
 	// Work holds the binaries and unpacked packages while building (removed by the caller).
 	Work string
 	// DebCache keeps downloaded Debian packages across runs.
@@ -60,8 +63,50 @@ const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 // -nft names Debian's package ships.
 var iptablesNames = []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"}
 
+// Built is one image built in memory, for one architecture.
+type Built struct {
+	Name, Ref string
+	Arch      string // GOARCH
+	Image     v1.Image
+	// Binaries are the host paths of the image's Go binaries (under Options.Work, which the
+	// caller removes), for reading their build information.
+	Binaries []string
+	// Packages are the Debian packages the image's files come from, with their versions.
+	Packages map[string]string
+}
+
 // Build builds the images and writes their archives.
 func Build(ctx context.Context, o Options) ([]Result, error) {
+	built, err := Images(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	var out []Result
+	for _, b := range built {
+		file := filepath.Join(o.Out, b.Name+".tar")
+		if err := ociimage.WriteArchive(file, b.Ref, b.Image); err != nil {
+			return nil, err
+		}
+		d, err := b.Image.Digest()
+		if err != nil {
+			return nil, err
+		}
+		fi, err := os.Stat(file)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Result{Name: b.Name, Ref: b.Ref, Path: file, Digest: d, Size: fi.Size(), Packages: b.Packages})
+	}
+	return out, nil
+}
+
+// Images builds the images of o.Arch (empty: this build's architecture) in memory: the
+// binaries cross-compiled (GOARCH), the agent's Debian packages those of the architecture
+// (apt must know it: `dpkg --add-architecture`, which `make prereqs` runs).
+func Images(ctx context.Context, o Options) ([]Built, error) {
 	names := Binaries
 	if len(o.Only) > 0 {
 		names = o.Only
@@ -71,23 +116,26 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 			return nil, fmt.Errorf("no image %q (images: %s)", n, strings.Join(Binaries, ", "))
 		}
 	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+	arch := valueOr(o.Arch, runtime.GOARCH)
+	work := filepath.Join(o.Work, arch)
+	bins := filepath.Join(work, "bin")
+	if err := buildBinaries(ctx, bins, arch, o.Version, names); err != nil {
 		return nil, err
 	}
-	bins := filepath.Join(o.Work, "bin")
-	if err := buildBinaries(ctx, bins, o.Version, names); err != nil {
+	debs, err := newDebRoot(o.DebCache, filepath.Join(work, "debs"), arch, o.Log)
+	if err != nil {
 		return nil, err
 	}
-	debs := newDebRoot(o.DebCache, filepath.Join(o.Work, "debs"), o.Log)
 	base, err := baseLayer(ctx, debs)
 	if err != nil {
 		return nil, err
 	}
-	var out []Result
+	var out []Built
 	for _, n := range names {
 		layers := []*ociimage.Layer{base}
 		user := fmt.Sprintf("%d:%d", nonRoot, nonRoot)
 		var pkgs map[string]string
+		binaries := []string{filepath.Join(bins, n)}
 		if n == "portico-agent" {
 			// The agent runs as root: its capabilities (NET_ADMIN, NET_RAW) are granted to the
 			// container's root user; a non-root user would need ambient capabilities.
@@ -97,13 +145,11 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 				return nil, fmt.Errorf("%s: %w", n, err)
 			}
 			layers, pkgs = append(layers, l), p
+			binaries = append(binaries, filepath.Join(bins, AgentBGP))
 		}
 		var bin ociimage.Layer
-		if err := bin.AddHostFile("/usr/local/bin/"+n, filepath.Join(bins, n)); err != nil {
-			return nil, err
-		}
-		if n == "portico-agent" {
-			if err := bin.AddHostFile("/usr/local/bin/"+AgentBGP, filepath.Join(bins, AgentBGP)); err != nil {
+		for _, b := range binaries {
+			if err := bin.AddHostFile("/usr/local/bin/"+filepath.Base(b), b); err != nil {
 				return nil, err
 			}
 		}
@@ -117,32 +163,28 @@ func Build(ctx context.Context, o Options) ([]Result, error) {
 			labels[PackagesLabel] = packagesLabel(pkgs)
 		}
 		img, err := ociimage.Image{
-			Layers:     layers,
-			Entrypoint: []string{"/usr/local/bin/" + n},
-			User:       user,
-			Env:        []string{pathEnv},
-			Labels:     labels,
-			Stored:     o.Stored,
+			Layers:       layers,
+			Entrypoint:   []string{"/usr/local/bin/" + n},
+			User:         user,
+			Env:          []string{pathEnv},
+			Labels:       labels,
+			Architecture: arch,
+			Stored:       o.Stored,
 		}.Build()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", n, err)
 		}
 		ref := fmt.Sprintf("%s/%s:%s", o.Repo, n, o.Version)
-		file := filepath.Join(o.Out, n+".tar")
-		if err := ociimage.WriteArchive(file, ref, img); err != nil {
-			return nil, err
-		}
-		d, err := img.Digest()
-		if err != nil {
-			return nil, err
-		}
-		fi, err := os.Stat(file)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Result{Name: n, Ref: ref, Path: file, Digest: d, Size: fi.Size(), Packages: pkgs})
+		out = append(out, Built{Name: n, Ref: ref, Arch: arch, Image: img, Binaries: binaries, Packages: pkgs})
 	}
 	return out, nil
+}
+
+func valueOr(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
 }
 
 // PackagesLabel is the image label that lists the Debian packages an image's files come
@@ -165,20 +207,20 @@ func packagesLabel(pkgs map[string]string) string {
 // the chart runs AgentBGP when agent.announce has bgp.
 const AgentBGP = "portico-agent-bgp"
 
-// buildBinaries builds the static binaries (CGO_ENABLED=0, -trimpath, no VCS stamp, stripped)
-// with the version stamped as make build does; portico-agent twice: without the BGP announcer
+// buildBinaries builds the static binaries for linux/arch (CGO_ENABLED=0, -trimpath, no VCS
+// stamp, stripped) with the version stamped as make build does; portico-agent twice: without the BGP announcer
 // (portico-agent) and with it (AgentBGP).
-func buildBinaries(ctx context.Context, dir, version string, names []string) error {
+func buildBinaries(ctx context.Context, dir, arch, version string, names []string) error {
 	flags := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags",
 		"-s -w -X github.com/portico-lb/portico/internal/version.version=" + version}
 	var pkgs []string
 	for _, n := range names {
 		if n == "portico-agent" {
 			lean := append(slices.Clone(flags), "-tags", "portico_nobgp", "-o", dir+"/portico-agent", "github.com/portico-lb/portico/cmd/portico-agent")
-			if err := goBuild(ctx, lean); err != nil {
+			if err := goBuild(ctx, arch, lean); err != nil {
 				return err
 			}
-			if err := goBuild(ctx, append(slices.Clone(flags), "-o", dir+"/"+AgentBGP, "github.com/portico-lb/portico/cmd/portico-agent")); err != nil {
+			if err := goBuild(ctx, arch, append(slices.Clone(flags), "-o", dir+"/"+AgentBGP, "github.com/portico-lb/portico/cmd/portico-agent")); err != nil {
 				return err
 			}
 			continue
@@ -188,12 +230,12 @@ func buildBinaries(ctx context.Context, dir, version string, names []string) err
 	if len(pkgs) == 0 {
 		return nil
 	}
-	return goBuild(ctx, append(append(flags, "-o", dir+"/"), pkgs...))
+	return goBuild(ctx, arch, append(append(flags, "-o", dir+"/"), pkgs...))
 }
 
-func goBuild(ctx context.Context, args []string) error {
+func goBuild(ctx context.Context, arch string, args []string) error {
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -255,7 +297,7 @@ func dataplaneLayer(ctx context.Context, debs *debRoot) (*ociimage.Layer, map[st
 	for _, suffix := range []string{"", "-save", "-restore"} {
 		want = append(want, "/usr/sbin/iptables-nft"+suffix, "/usr/sbin/ip6tables-nft"+suffix)
 	}
-	extDir := path.Join("/usr/lib", multiarch, "xtables")
+	extDir := path.Join("/usr/lib", debs.multi, "xtables")
 	exts, err := filepath.Glob(filepath.Join(debs.dir, "iptables", extDir, "*.so"))
 	if err != nil || len(exts) == 0 {
 		return nil, nil, fmt.Errorf("no xtables extensions in the iptables package under %s", extDir)

@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -70,6 +71,26 @@ var (
 
 // Packages lists every package `make prereqs` installs, in the order Programs names them.
 var Packages = installed()
+
+// ImagePlatforms are the architectures (as GOARCH names them) `make push` builds the images
+// for (internal/publish). The agent's image takes files from Debian packages of its
+// architecture, which apt downloads only for an architecture dpkg knows: as root, `make
+// prereqs` adds the missing ones as foreign architectures (dpkg --add-architecture) and
+// updates apt's lists. That changes only what apt lists; no package of another architecture is
+// installed.
+var ImagePlatforms = []string{"amd64", "arm64"}
+
+// MissingArchitectures returns those of want (Debian's names) that are neither dpkg's native
+// architecture nor among its foreign ones.
+func MissingArchitectures(want []string, native string, foreign []string) []string {
+	var out []string
+	for _, a := range want {
+		if a != native && !slices.Contains(foreign, a) && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // sbinDirs are where Debian puts administration commands; they are often not on a user's PATH.
 var sbinDirs = []string{"/usr/sbin", "/sbin"}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -165,5 +166,22 @@ func TestMotoInstalled(t *testing.T) {
 	_, err := m.MotoServer()
 	if err == nil || !strings.Contains(err.Error(), "`make prereqs`") || !strings.Contains(err.Error(), MotoRequirement) {
 		t.Fatalf("MotoServer without python = %v, want an error naming make prereqs and %s", err, MotoRequirement)
+	}
+}
+
+func TestMissingArchitectures(t *testing.T) {
+	for _, tc := range []struct {
+		native  string
+		foreign []string
+		want    []string
+	}{
+		{"amd64", nil, []string{"arm64"}},
+		{"amd64", []string{"i386", "arm64"}, nil},
+		{"arm64", nil, []string{"amd64"}},
+	} {
+		got := MissingArchitectures([]string{"amd64", "arm64", "arm64"}, tc.native, tc.foreign)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("native %s foreign %v: missing %v, want %v", tc.native, tc.foreign, got, tc.want)
+		}
 	}
 }

@@ -68,6 +68,8 @@ var Programs = []Program{
 		RunBy: "make prereqs (e2e/tools/prereqs) installs the packages of this list; internal/images downloads the packages the images take files from (apt-get download) and refreshes apt's lists when they name a version the mirror dropped"},
 	{Name: "apt-cache", Source: Debian, Package: "apt", Base: true, Found: onPath,
 		RunBy: "make images (e2e/tools/images, internal/images) asks apt for the version the mirror serves of each Debian package an image takes files from, and for its dependencies"},
+	{Name: "dpkg", Source: Debian, Package: "dpkg", Base: true, Found: onPath,
+		RunBy: "make prereqs adds the architectures of ImagePlatforms apt does not know yet (dpkg --print-architecture, --print-foreign-architectures, --add-architecture)"},
 	{Name: "dpkg-deb", Source: Debian, Package: "dpkg", Base: true, Found: onPath,
 		RunBy: "make images (e2e/tools/images, internal/images) unpacks the Debian packages the images take files from"},
 	{Name: "chroot", Source: Debian, Package: "coreutils", Base: true, Found: onPath,

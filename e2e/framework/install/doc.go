@@ -19,14 +19,17 @@
 // the agent's proxy mode (iptables, nftables), the announcers and the AddressPool's
 // announcement (Announce: l2, bgp), the pool's addresses, the loadBalancerClass and whether
 // class-less Services are served too, the image tag, and any further chart values (Values,
-// merged over the computed ones). Values returns what Portico installs with.
+// merged over the computed ones). Values returns what Portico installs with. With Registry,
+// the images and the chart are pushed to a registry (internal/publish, what `make push` runs),
+// the chart is pulled from oci:// and the kubelets pull the images (pull policy IfNotPresent):
+// nothing is imported (the nodes trust the registry by nodes.Cluster.TrustRegistry).
 //
 // The values make the agent the cluster's service proxy (the nodes run no kube-proxy): it
 // reaches the API server at its real address (agent.apiServer, the control plane's
 // https://ADDRESS:PORT on the lab's root link), never through the kubernetes ClusterIP it
 // programs itself; the controller runs the baremetal provider for the class and reaches the
-// API server through that ClusterIP, as a user's pods do. Images are named Repo/<binary>:TAG
-// with pull policy Never: nothing can be pulled.
+// API server through that ClusterIP, as a user's pods do. Without Registry, images are named
+// Repo/<binary>:TAG with pull policy Never: nothing can be pulled.
 //
 // # Images and their cache
 //

@@ -59,6 +59,13 @@ type Options struct {
 	// portico-lb.io/baremetal. Classless also gives it the Services without a class.
 	Class     string
 	Classless bool
+	// Registry, when set (host:port[/prefix], plain HTTP), is where the images and the chart
+	// come from, as in a real rollout: they are pushed there (internal/publish, what `make
+	// push` runs, for this machine's architecture), the chart is pulled from
+	// oci://<Registry>/charts/portico and the kubelets pull the images when they start the
+	// pods (pull policy IfNotPresent); nothing is imported. The nodes' containerd must trust
+	// the registry (nodes.Cluster.TrustRegistry).
+	Registry string
 	// Values are merged over the values this package computes (maps merge key by key, other
 	// values replace), e.g. {"bgpPeers": [...]} or {"controller": {"replicas": 1}}.
 	Values map[string]any
@@ -76,9 +83,12 @@ type Release struct {
 	Images Images
 	// Values are the values of the release's current revision.
 	Values map[string]any
-	// Installed is how long Portico took: building or finding the images, importing them,
-	// helm install and WaitReady.
+	// Installed is how long Portico took: building or finding the images, importing them (or
+	// pushing them and the chart, and pulling the chart, with Options.Registry), helm install
+	// and WaitReady.
 	Installed time.Duration
+	// Pushed is the part of Installed spent building and pushing to Options.Registry.
+	Pushed time.Duration
 
 	c       *nodes.Cluster
 	opts    Options
@@ -125,19 +135,34 @@ func Portico(ctx context.Context, c *nodes.Cluster, opts Options) (*Release, err
 		}
 		opts.Tag = tag
 	}
-	im, err := BuildImages(ctx, opts.Tag, opts.Logf)
-	if err != nil {
-		return nil, err
+	var im Images
+	var ch *chart.Chart
+	var pushed time.Duration
+	var err error
+	if opts.Registry != "" {
+		var ref, version string
+		if ref, version, err = push(ctx, opts, opts.Tag, ChartDir()); err != nil {
+			return nil, err
+		}
+		pushed = time.Since(begin)
+		opts.Logf("install: images %s and the chart pushed to %s after %s", opts.Tag, opts.Registry, pushed.Round(time.Millisecond))
+		if ch, err = PullChart(ref, version); err != nil {
+			return nil, err
+		}
+		im = Images{Tag: opts.Tag}
+	} else {
+		if im, err = BuildImages(ctx, opts.Tag, opts.Logf); err != nil {
+			return nil, err
+		}
+		if err := Import(ctx, c, im, usedImages(opts)...); err != nil {
+			return nil, err
+		}
+		opts.Logf("install: images %s imported on %d nodes after %s", opts.Tag, len(c.Nodes), time.Since(begin).Round(time.Millisecond))
+		if ch, err = loader.Load(ChartDir()); err != nil {
+			return nil, fmt.Errorf("loading the chart: %w", err)
+		}
 	}
-	if err := Import(ctx, c, im, usedImages(opts)...); err != nil {
-		return nil, err
-	}
-	opts.Logf("install: images %s imported on %d nodes after %s", opts.Tag, len(c.Nodes), time.Since(begin).Round(time.Millisecond))
-	ch, err := loader.Load(ChartDir())
-	if err != nil {
-		return nil, fmt.Errorf("loading the chart: %w", err)
-	}
-	r := &Release{Name: opts.Release, Namespace: opts.Namespace, Images: im, c: c, opts: opts, chart: ch}
+	r := &Release{Name: opts.Release, Namespace: opts.Namespace, Images: im, Pushed: pushed, c: c, opts: opts, chart: ch}
 	if r.cfg, err = helmConfig(c, opts.Namespace); err != nil {
 		return nil, err
 	}
@@ -193,8 +218,12 @@ func values(apiServer string, podCIDRs []string, opts Options) map[string]any {
 	if opts.ProxyMode != "" {
 		agent["mode"] = opts.ProxyMode
 	}
+	image := map[string]any{"registry": Repo, "tag": opts.Tag, "pullPolicy": "Never"}
+	if opts.Registry != "" {
+		image = map[string]any{"registry": opts.Registry, "tag": opts.Tag, "pullPolicy": "IfNotPresent"}
+	}
 	vals := map[string]any{
-		"image":      map[string]any{"registry": Repo, "tag": opts.Tag, "pullPolicy": "Never"},
+		"image":      image,
 		"controller": controller,
 		"agent":      agent,
 	}
@@ -308,6 +337,17 @@ func (r *Release) Stage(ctx context.Context, tag string) error {
 
 func (r *Release) stage(ctx context.Context, tag string) (Images, error) {
 	begin := time.Now()
+	if r.opts.Registry != "" {
+		// The kubelets pull the new images when they start the new pods.
+		if _, _, err := push(ctx, r.opts, tag, ""); err != nil {
+			return Images{}, err
+		}
+		if r.staged == nil {
+			r.staged = map[string]Images{}
+		}
+		r.staged[tag] = Images{Tag: tag}
+		return r.staged[tag], nil
+	}
 	im, err := BuildImages(ctx, tag, r.opts.Logf)
 	if err != nil {
 		return Images{}, err
@@ -399,15 +439,24 @@ const (
 	ControllerSelector = "app.kubernetes.io/name=portico-controller"
 )
 
+// ref is the image reference of binary at tag the release's pods run: from Options.Registry,
+// else Ref's.
+func (r *Release) ref(binary, tag string) string {
+	if r.opts.Registry != "" {
+		return r.opts.Registry + "/" + binary + ":" + tag
+	}
+	return Ref(binary, tag)
+}
+
 // WaitReady waits until the release runs as its values say: with the agent, the DaemonSet has
 // an up-to-date Ready pod on every node; the controller Deployment has every replica updated
 // and available; every pod of both runs the images of the release's tag.
 func (r *Release) WaitReady(ctx context.Context) error {
 	cs := r.c.Client()
 	agent := r.agentEnabled()
-	want := map[string]bool{Ref("portico-controller", r.Images.Tag): true}
+	want := map[string]bool{r.ref("portico-controller", r.Images.Tag): true}
 	if agent {
-		want[Ref("portico-agent", r.Images.Tag)] = true
+		want[r.ref("portico-agent", r.Images.Tag)] = true
 	}
 	var seen string
 	return wait.Poll(ctx, 250*time.Millisecond, r.opts.Timeout, "portico's agents Ready on every node and its controller available, on images "+r.Images.Tag, func(ctx context.Context) error {

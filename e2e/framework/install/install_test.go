@@ -25,7 +25,9 @@ func TestValuesFitTheChart(t *testing.T) {
 		want []string // substrings of the rendered manifests
 		not  []string
 	}{
-		"default":         {Options{Tag: "e2e-x", Pool: pool}, []string{"portico.invalid/portico-lb/portico-agent:e2e-x", "server: https://198.19.0.254:6443", "announce: [\"l2\"]", "198.18.221.0/28", "imagePullPolicy: Never"}, nil},
+		"default": {Options{Tag: "e2e-x", Pool: pool}, []string{"portico.invalid/portico-lb/portico-agent:e2e-x", "server: https://198.19.0.254:6443", "announce: [\"l2\"]", "198.18.221.0/28", "imagePullPolicy: Never"}, nil},
+		"from a registry": {Options{Tag: "e2e-x", Pool: pool, Registry: "198.19.0.254:5000/portico"},
+			[]string{"image: 198.19.0.254:5000/portico/portico-agent:e2e-x", "image: 198.19.0.254:5000/portico/portico-controller:e2e-x", "imagePullPolicy: IfNotPresent"}, []string{"imagePullPolicy: Never"}},
 		"controller only": {Options{Tag: "e2e-x", NoAgent: true}, []string{"portico-controller:e2e-x"}, []string{"kind: DaemonSet"}},
 		"nftables, bgp, classless": {Options{Tag: "e2e-x", ProxyMode: "nftables", Announce: []string{"bgp"}, Pool: pool, Classless: true},
 			[]string{"mode: nftables", "announce: [\"bgp\"]", "classlessProvider: baremetal", "bgp: {}"}, []string{"membership:"}},

@@ -27,7 +27,9 @@
 //   - images, built here with go-containerregistry from static Go programs and imported into
 //     each node's containerd with `ctr images import`: the pause image (e2e/tools/pause), the
 //     echo server (e2e/tools/echoserver, Cluster.EchoImage) and, with Options.DNS, CoreDNS.
-//     Pods must use ImagePullPolicy Never or IfNotPresent: nothing can be pulled;
+//     Pods must use ImagePullPolicy Never or IfNotPresent: nothing can be pulled, except
+//     from a registry the test runs and Cluster.TrustRegistry makes every node's containerd
+//     trust (a hosts.toml in its registry config_path, plain HTTP);
 //   - with Options.DNS, CoreDNS as a Deployment in kube-system behind the kube-dns Service
 //     (DNSServiceIP, the kubelets' clusterDNS), reaching the apiserver at its real address.
 //

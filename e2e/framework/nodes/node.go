@@ -237,7 +237,24 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[6]q
     conf_dir = %[7]q
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[8]q
 `
+
+// registryHostsDir is the node's containerd's registry host configuration directory
+// (config_path: <registry host>/hosts.toml each, read at every pull; Cluster.TrustRegistry).
+func (n *Node) registryHostsDir() string { return filepath.Join(n.Dir, "certs.d") }
+
+// trustRegistry lets the node's containerd pull from the registry at host (host:port) over
+// plain HTTP, as a node's /etc/containerd/certs.d/<host>/hosts.toml does.
+func (n *Node) trustRegistry(host string) error {
+	dir := filepath.Join(n.registryHostsDir(), host)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	hosts := fmt.Sprintf("server = %[1]q\n\n[host.%[1]q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+host)
+	return os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644)
+}
 
 // cniBinDir is where Debian's containernetworking-plugins installs ptp, host-local and portmap.
 const cniBinDir = "/usr/lib/cni"
@@ -251,6 +268,7 @@ func (n *Node) writeContainerdConfig(c *Cluster) error {
 		c.pause.Ref,
 		cniBinDir,
 		filepath.Join(n.Dir, "cni"),
+		n.registryHostsDir(),
 	)
 	if err := os.WriteFile(filepath.Join(n.Dir, "containerd.toml"), []byte(cfg), 0o644); err != nil {
 		return err

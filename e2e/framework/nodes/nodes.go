@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,6 +259,19 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 			return err
 		}
 		step("CoreDNS Ready")
+	}
+	return nil
+}
+
+// TrustRegistry lets every node's containerd (those running and the spare ones) pull from the
+// registry at host (host:port, e.g. on the lab's root link, Lab.RootAddr) over plain HTTP:
+// a hosts.toml under each node's registry configuration directory, as
+// /etc/containerd/certs.d/<host>/hosts.toml on a real node. containerd reads it at each pull.
+func (c *Cluster) TrustRegistry(host string) error {
+	for _, n := range append(slices.Clone(c.Nodes), c.spare...) {
+		if err := n.trustRegistry(host); err != nil {
+			return fmt.Errorf("%s: trusting the registry %s: %w", n.Name, host, err)
+		}
 	}
 	return nil
 }

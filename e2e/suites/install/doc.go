@@ -10,6 +10,10 @@
 // fails no request, and that deleting the Service and `helm uninstall` leave no rule, table,
 // announcement or object of Portico behind. It logs the cluster's start time, the time from
 // install to the first request served through the VIP, and the whole cluster's memory.
+// TestInstallFromRegistry takes a real rollout's path instead: the images and the chart pushed
+// (internal/publish, what `make push` runs) to a registry on the nodes' LAN that every node's
+// containerd trusts (hosts.toml), the chart installed from oci:// and the images pulled by the
+// kubelets, nothing imported.
 //
 // It needs root, the Debian packages of e2e/framework/nodes (containerd, runc, the CNI
 // plugins) and of internal/images (apt-get download of iptables and conntrack), and the

@@ -30,6 +30,7 @@ func main() {
 	flag.StringVar(&o.Out, "out", "bin/images", "directory the archives are written to (<binary>.tar)")
 	flag.StringVar(&o.Repo, "repo", "ghcr.io/portico-lb", "image name prefix: <repo>/<binary>:<version>")
 	flag.StringVar(&o.Version, "version", "", "tag and --version of the binaries (required; make images passes git describe)")
+	flag.StringVar(&o.Arch, "arch", "", "the images' architecture as GOARCH names it (default: this machine's; another needs `make prereqs` for its Debian packages)")
 	flag.StringVar(&o.DebCache, "deb-cache", filepath.Join(prereq.CacheDir(), "debs"), "where downloaded Debian packages are kept")
 	only := flag.String("only", "", "comma list of images to build (default: all)")
 	flag.Parse()

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/portico-lb/portico/internal/images"
 	"github.com/portico-lb/portico/internal/prereq"
 )
 
@@ -68,6 +69,9 @@ func run(m prereq.Machine, install bool) error {
 		if err := report(m, miss); err != nil {
 			return err
 		}
+	}
+	if err := ensureArchitectures(m, install); err != nil {
+		return err
 	}
 	if !m.MotoInstalled() {
 		if err := ensureMoto(m, install); err != nil {
@@ -157,6 +161,53 @@ func aptInstall(pkgs []prereq.Package) error {
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("apt-get %s: %w", args[0], err)
 		}
+	}
+	return nil
+}
+
+// ensureArchitectures makes apt know the Debian architectures of prereq.ImagePlatforms (for
+// the agent image's packages): as root, dpkg --add-architecture for each missing one, then
+// apt-get update. Only apt's lists change. Without root, or with -check, a missing one is an
+// error naming the fix (a notice with PORTICO_SKIP_PRIVILEGED).
+func ensureArchitectures(m prereq.Machine, install bool) error {
+	if _, err := exec.LookPath("dpkg"); err != nil {
+		return nil // not Debian: the images' packages cannot be fetched here at all (internal/images says so)
+	}
+	native, err := exec.Command("dpkg", "--print-architecture").Output()
+	if err != nil {
+		return fmt.Errorf("dpkg --print-architecture: %w", err)
+	}
+	foreign, err := exec.Command("dpkg", "--print-foreign-architectures").Output()
+	if err != nil {
+		return fmt.Errorf("dpkg --print-foreign-architectures: %w", err)
+	}
+	var want []string
+	for _, p := range prereq.ImagePlatforms {
+		want = append(want, images.DebianArch(p))
+	}
+	missing := prereq.MissingArchitectures(want, strings.TrimSpace(string(native)), strings.Fields(string(foreign)))
+	if len(missing) == 0 {
+		return nil
+	}
+	if !install || m.EUID != 0 {
+		msg := fmt.Sprintf("apt knows no packages for %s, which `make push` builds the agent image for. Fix: as root run `make prereqs` (dpkg --add-architecture %s; apt-get update)",
+			strings.Join(missing, ", "), strings.Join(missing, " "))
+		if m.SkipPrivileged() {
+			fmt.Printf("prereqs: notice: %s\n", msg)
+			return nil
+		}
+		return errors.New(msg)
+	}
+	fmt.Printf("prereqs: adding the architectures %s to apt's lists (no packages of them are installed)\n", strings.Join(missing, ", "))
+	for _, a := range missing {
+		if out, err := exec.Command("dpkg", "--add-architecture", a).CombinedOutput(); err != nil {
+			return fmt.Errorf("dpkg --add-architecture %s: %w: %s", a, err, out)
+		}
+	}
+	cmd := exec.Command("apt-get", "update", "-qq")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("apt-get update: %w", err)
 	}
 	return nil
 }
