@@ -732,6 +732,10 @@ func TestAgentAnnounceOnly(t *testing.T) {
 					t.Errorf("probe %+v; want port %d", p, tc.port)
 				}
 			}
+			// The named port too: the API server refuses a containerPort of 0.
+			if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "healthz" && int(p.ContainerPort) == tc.port }) {
+				t.Errorf("container ports %+v; want healthz %d", c.Ports, tc.port)
+			}
 		})
 	}
 
