@@ -74,9 +74,9 @@ lint: ## gofmt, go vet, staticcheck
 	$(GO) vet -tags e2e,moto ./... # the tags build every test file too
 	$(GO) run $(STATICCHECK) -tags e2e,moto ./...
 
-CONFORMANCE_COLUMNS ?= portico,portico-bgp,iptables,nftables,portico-ipv6,portico-bgp-ipv6,iptables-ipv6,nftables-ipv6
+CONFORMANCE_COLUMNS ?= portico,portico-bgp,iptables,nftables,portico-ipv6,portico-bgp-ipv6,iptables-ipv6,nftables-ipv6,iptables-announcer,nftables-announcer
 CONFORMANCE_PROCS ?= 5
-conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico (L2; the LoadBalancers specs also BGP+ECMP), kube-proxy iptables and nftables, IPv4 and IPv6; the tables go into docs/conformance.md
+conformance: prereqs tools ## as root: the upstream e2e [sig-network] Services and LoadBalancers specs against Portico (L2; the LoadBalancers specs also BGP+ECMP), kube-proxy iptables and nftables, IPv4 and IPv6, and (LoadBalancers specs) kube-proxy with Portico as the announcer; the tables go into docs/conformance.md
 	$(GO) run ./e2e/tools/conformance -selection full -columns $(CONFORMANCE_COLUMNS) -procs $(CONFORMANCE_PROCS) -doc docs/conformance.md
 
 DEMO ?= baremetal

@@ -21,9 +21,14 @@ type Column struct {
 	KubeProxy KubeProxyMode
 	// Short is the column's name for -columns and ColumnByName.
 	Short string
-	// BGP: in Portico's column, the agents announce Pool by BGP to a bird2 router, which
-	// installs each VIP with every announcing node as a next hop (ECMP), instead of by L2.
+	// BGP: in Portico's column (or an Announcer column), the agents announce Pool by BGP to a
+	// bird2 router, which installs each VIP with every announcing node as a next hop (ECMP),
+	// instead of by L2.
 	BGP bool
+	// Announcer: in a kube-proxy column, Portico's agents run beside kube-proxy in
+	// announce-only mode (agent.mode none) and announce Pool (by L2, or by BGP with BGP):
+	// kube-proxy programs every Service, Portico only announces the VIPs.
+	Announcer bool
 	// LoadBalancersOnly runs only the selection's LoadBalancers specs (Selection.LoadBalancers).
 	LoadBalancersOnly bool
 	// IPv6 runs the column on a dual-stack cluster whose primary family is IPv6
@@ -56,11 +61,18 @@ var (
 	// PorticoBGPIPv6Column is PorticoBGPColumn on the IPv6-first cluster: bird peers with
 	// every node over IPv4 and IPv6, each session carrying its family's VIPs.
 	PorticoBGPIPv6Column = Column{Name: "Portico BGP+ECMP IPv6", Short: "portico-bgp-ipv6", BGP: true, LoadBalancersOnly: true, IPv6: true}
-	Columns              = []Column{PorticoColumn, PorticoBGPColumn, IPTablesColumn, NFTablesColumn, PorticoIPv6Column, PorticoBGPIPv6Column, IPTablesIPv6Column, NFTablesIPv6Column}
+	// The announce-only columns: kube-proxy programs the Services, Portico's agent
+	// (agent.mode none) announces the VIPs, by L2 beside kube-proxy's iptables mode and by
+	// BGP+ECMP beside its nftables mode, so that both announcers and both kube-proxy modes are
+	// covered; the LoadBalancers specs only (the Services specs are kube-proxy's own columns').
+	IPTablesAnnouncerColumn = Column{Name: "kube-proxy iptables + Portico announcer (L2)", Short: "iptables-announcer", KubeProxy: IPTables, Announcer: true, LoadBalancersOnly: true}
+	NFTablesAnnouncerColumn = Column{Name: "kube-proxy nftables + Portico announcer (BGP+ECMP)", Short: "nftables-announcer", KubeProxy: NFTables, Announcer: true, BGP: true, LoadBalancersOnly: true}
+	Columns                 = []Column{PorticoColumn, PorticoBGPColumn, IPTablesColumn, NFTablesColumn, PorticoIPv6Column, PorticoBGPIPv6Column, IPTablesIPv6Column, NFTablesIPv6Column, IPTablesAnnouncerColumn, NFTablesAnnouncerColumn}
 )
 
 // ColumnByName finds a column by its Name or its Short name: portico, portico-bgp, iptables,
-// nftables, portico-ipv6, portico-bgp-ipv6, iptables-ipv6, nftables-ipv6.
+// nftables, portico-ipv6, portico-bgp-ipv6, iptables-ipv6, nftables-ipv6, iptables-announcer,
+// nftables-announcer.
 func ColumnByName(name string) (Column, error) {
 	var shorts []string
 	for _, c := range Columns {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,29 +81,38 @@ func TestReadReport(t *testing.T) {
 
 func TestWriteBetweenMarkers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "conformance.md")
-	if err := os.WriteFile(path, []byte("a\n"+BeginMarker+"\nold\n"+EndMarker+"\nb\n"+BeginMarker6+"\nold6\n"+EndMarker6+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("a\n"+BeginMarker+"\nold\n"+EndMarker+"\nb\n"+BeginMarker6+"\nold6\n"+EndMarker6+"\nc\n"+BeginMarkerAnnouncer+"\nolda\n"+EndMarkerAnnouncer+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteBetweenMarkers(path, false, "new\n"); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteBetweenMarkers(path, true, "new6\n"); err != nil {
+	// The announce-only table alone: the others stay.
+	if err := WriteBetweenMarkers(path, AnnouncerTable, "newa\n"); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	if want := "a\n" + BeginMarker + "\nnew\n" + EndMarker + "\nb\n" + BeginMarker6 + "\nnew6\n" + EndMarker6 + "\n"; string(b) != want {
+	if want := "a\n" + BeginMarker + "\nold\n" + EndMarker + "\nb\n" + BeginMarker6 + "\nold6\n" + EndMarker6 + "\nc\n" + BeginMarkerAnnouncer + "\nnewa\n" + EndMarkerAnnouncer + "\n"; string(b) != want {
+		t.Errorf("got %q, want %q", b, want)
+	}
+	if err := WriteBetweenMarkers(path, IPv4Table, "new\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBetweenMarkers(path, IPv6Table, "new6\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(path)
+	if want := "a\n" + BeginMarker + "\nnew\n" + EndMarker + "\nb\n" + BeginMarker6 + "\nnew6\n" + EndMarker6 + "\nc\n" + BeginMarkerAnnouncer + "\nnewa\n" + EndMarkerAnnouncer + "\n"; string(b) != want {
 		t.Errorf("got %q, want %q", b, want)
 	}
 	if err := os.WriteFile(path, []byte("no markers"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteBetweenMarkers(path, false, "x"); err == nil {
+	if err := WriteBetweenMarkers(path, IPv4Table, "x"); err == nil {
 		t.Error("no error without markers")
 	}
 }
 
 // TestColumns: every column is found by its short name, the IPv6 ones run on an IPv6-first
-// cluster, and ByFamily splits results by family in order.
+// cluster, and ByTable splits results into the IPv4, IPv6 and announce-only tables in order;
+// docs/conformance.md has every table's markers.
 func TestColumns(t *testing.T) {
 	var results []ColumnResult
 	for _, c := range Columns {
@@ -115,19 +125,34 @@ func TestColumns(t *testing.T) {
 		}
 		results = append(results, ColumnResult{Column: c})
 	}
-	v4, v6 := ByFamily(results)
-	var names4, names6 []string
-	for _, r := range v4 {
-		names4 = append(names4, r.Column.Short)
+	var got []string
+	for _, tr := range ByTable(results) {
+		var names []string
+		for _, r := range tr.Results {
+			names = append(names, r.Column.Short)
+		}
+		got = append(got, strings.Join(names, ","))
 	}
-	for _, r := range v6 {
-		names6 = append(names6, r.Column.Short)
+	want := []string{"portico,portico-bgp,iptables,nftables", "portico-ipv6,portico-bgp-ipv6,iptables-ipv6,nftables-ipv6", "iptables-announcer,nftables-announcer"}
+	if !slices.Equal(got, want) {
+		t.Errorf("tables %q, want %q", got, want)
 	}
-	if got := strings.Join(names4, ","); got != "portico,portico-bgp,iptables,nftables" {
-		t.Errorf("IPv4 columns %s", got)
+	if tr := ByTable(results[8:]); len(tr) != 1 || tr[0].Kind != AnnouncerTable {
+		t.Errorf("the announce-only columns alone: %+v", tr)
 	}
-	if got := strings.Join(names6, ","); got != "portico-ipv6,portico-bgp-ipv6,iptables-ipv6,nftables-ipv6" {
-		t.Errorf("IPv6 columns %s", got)
+	for _, c := range []Column{IPTablesAnnouncerColumn, NFTablesAnnouncerColumn} {
+		if !c.Announcer || c.KubeProxy == "" || !c.LoadBalancersOnly || Full.Want(c) != 17 {
+			t.Errorf("%s: want kube-proxy with Portico's announcer on the 17 LoadBalancers specs: %+v, pin %d", c.Name, c, Full.Want(c))
+		}
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "conformance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{BeginMarker, EndMarker, BeginMarker6, EndMarker6, BeginMarkerAnnouncer, EndMarkerAnnouncer} {
+		if !strings.Contains(string(b), m) {
+			t.Errorf("docs/conformance.md lacks %q", m)
+		}
 	}
 }
 
@@ -233,19 +258,21 @@ func TestIncomplete(t *testing.T) {
 }
 
 // TestNotApplicableL2: the L2 column shows the spec not applicable with its reason, whatever
-// its outcome, and does not count it as passed; the BGP and kube-proxy columns show the outcome.
+// its outcome, and does not count it as passed; so does kube-proxy's column with Portico's L2
+// announcer; the BGP and kube-proxy columns show the outcome.
 func TestNotApplicableL2(t *testing.T) {
 	name := "[sig-network] LoadBalancers [Feature:LoadBalancer] should be able to switch session affinity for LoadBalancer service with Local traffic policy [Slow] [LinuxOnly]"
 	specs := []Spec{{Name: name, State: "passed", Time: 41 * time.Second}, {Name: "[sig-network] LoadBalancers x", State: "passed"}}
-	table := Table([]ColumnResult{{Column: PorticoColumn, Specs: specs}, {Column: PorticoBGPColumn, Specs: specs}, {Column: IPTablesColumn, Specs: specs}})
+	table := Table([]ColumnResult{{Column: PorticoColumn, Specs: specs}, {Column: PorticoBGPColumn, Specs: specs}, {Column: IPTablesColumn, Specs: specs},
+		{Column: IPTablesAnnouncerColumn, Specs: specs}, {Column: NFTablesAnnouncerColumn, Specs: specs}})
 	row := ""
 	for _, l := range strings.Split(table, "\n") {
 		if strings.Contains(l, "switch session affinity") {
 			row = l
 		}
 	}
-	if want := "| n/a: L2 mode (one announcer per VIP)"; !strings.Contains(row, want) || strings.Count(row, "pass (41s)") != 2 {
-		t.Errorf("row %q: want the L2 column %q and the two others pass (41s)", row, want)
+	if want := "| n/a: L2 mode (one announcer per VIP)"; strings.Count(row, want) != 2 || strings.Count(row, "pass (41s)") != 3 {
+		t.Errorf("row %q: want the two L2 columns %q and the three others pass (41s)", row, want)
 	}
 	if !strings.Contains(table, "- Portico: 1 passed, 0 failed, 0 skipped while running, 1 not applicable") ||
 		!strings.Contains(table, "- Portico BGP+ECMP: 2 passed, 0 failed") {

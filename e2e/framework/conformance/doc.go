@@ -1,7 +1,8 @@
 // Package conformance runs the Kubernetes project's own e2e specs for Services and
 // LoadBalancers (k8s.io/kubernetes/test/e2e at the cluster's version) against a cluster of
 // real kubelets (e2e/framework/nodes), once per service proxy: Portico's agent, kube-proxy's
-// iptables mode and its nftables mode, and puts the outcomes side by side.
+// iptables mode and its nftables mode, and kube-proxy with Portico's agent as the announcer
+// only (agent.mode none) on the LoadBalancers specs, and puts the outcomes side by side.
 //
 //   - Build: e2e.test (go test -c), the ginkgo CLI of the same module graph, kubectl (the
 //     specs exec into pods with it) and agnhost, from the Go module proxy through
@@ -17,7 +18,8 @@
 //   - Run: ginkgo with parallel processes and e2e.test (--provider=local) in that namespace,
 //     its JSON report read into Specs;
 //   - RunColumn: a fresh cluster per column, the proxy installed, the selection run;
-//   - Table: the Markdown results table, WriteBetweenMarkers puts it into docs/conformance.md.
+//   - Table: the Markdown results table, WriteBetweenMarkers puts it into docs/conformance.md
+//     between the markers of its kind (ByTable: IPv4, IPv6, announce-only).
 //
 // SkipList is the skip list, one reason per entry; docs/conformance.md lists it.
 package conformance

@@ -28,17 +28,24 @@ const (
 // the apiserver through the kubernetes ClusterIP it programs), the chart without the agent
 // and Pool without announcement, and the router reaches Pool by ECMP via every node. On a
 // dual-stack cluster the pool also has Pool6 and the agents know the nodes' IPv6 pod CIDRs.
+// In an Announcer column kube-proxy is installed first too and the chart's agents run
+// announce-only (agent.mode none) beside it, announcing Pool by L2 (the router reaches it on
+// the LAN) or with Column.BGP by BGP to the router's bird2, as in Portico's columns.
 func InstallPortico(logf func(string, ...any)) InstallProxy {
 	return func(ctx context.Context, c *nodes.Cluster, col Column) (PoolRouting, error) {
 		opts := install.Options{Pool: Pool, Classless: true, Logf: logf}
 		routing := OnLink
-		switch {
-		case col.KubeProxy != "":
+		if col.KubeProxy != "" {
 			if err := InstallKubeProxy(ctx, c.Client(), c.ControlPlane.Host(), KubeProxyRef, col.KubeProxy, len(c.Nodes)); err != nil {
 				return 0, err
 			}
-			opts.NoAgent, opts.Announce, routing = true, []string{}, ViaEveryNode
-		case col.BGP:
+			if !col.Announcer {
+				opts.NoAgent, opts.Announce, routing = true, []string{}, ViaEveryNode
+			} else {
+				opts.ProxyMode = "none"
+			}
+		}
+		if col.BGP {
 			bird, err := StartRouterBGP(ctx, c)
 			if err != nil {
 				return 0, err

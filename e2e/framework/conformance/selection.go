@@ -91,9 +91,11 @@ var notApplicableL2 = func() []*regexp.Regexp {
 	return out
 }()
 
-// NotApplicable returns the reason spec name is not applicable in col, if it is not.
+// NotApplicable returns the reason spec name is not applicable in col, if it is not: in the
+// columns whose VIPs Portico announces by L2 (Portico's, and kube-proxy's with Portico's L2
+// announcer).
 func (c Column) NotApplicable(name string) (string, bool) {
-	if c.BGP || c.KubeProxy != "" {
+	if c.BGP || (c.KubeProxy != "" && !c.Announcer) {
 		return "", false
 	}
 	for i, n := range NotApplicableL2 {

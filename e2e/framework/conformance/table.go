@@ -167,35 +167,78 @@ func Table(results []ColumnResult) string {
 func shortName(n string) string { return strings.TrimPrefix(n, "[sig-network] ") }
 
 // Markers delimit the generated tables in a Markdown file: the IPv4 columns' table between
-// BeginMarker and EndMarker, the IPv6 columns' between BeginMarker6 and EndMarker6.
+// BeginMarker and EndMarker, the IPv6 columns' between BeginMarker6 and EndMarker6, the
+// announce-only columns' (kube-proxy with Portico's announcer, Column.Announcer) between
+// BeginMarkerAnnouncer and EndMarkerAnnouncer.
 const (
-	BeginMarker  = "<!-- conformance-table:begin (make conformance writes this) -->"
-	EndMarker    = "<!-- conformance-table:end -->"
-	BeginMarker6 = "<!-- conformance-table-ipv6:begin (make conformance writes this) -->"
-	EndMarker6   = "<!-- conformance-table-ipv6:end -->"
+	BeginMarker          = "<!-- conformance-table:begin (make conformance writes this) -->"
+	EndMarker            = "<!-- conformance-table:end -->"
+	BeginMarker6         = "<!-- conformance-table-ipv6:begin (make conformance writes this) -->"
+	EndMarker6           = "<!-- conformance-table-ipv6:end -->"
+	BeginMarkerAnnouncer = "<!-- conformance-table-announcer:begin (make conformance writes this) -->"
+	EndMarkerAnnouncer   = "<!-- conformance-table-announcer:end -->"
 )
 
-// ByFamily splits results into the IPv4 columns' and the IPv6 columns' (Column.IPv6), each in
-// its order; either may be empty.
-func ByFamily(results []ColumnResult) (v4, v6 []ColumnResult) {
-	for _, r := range results {
-		if r.Column.IPv6 {
-			v6 = append(v6, r)
-		} else {
-			v4 = append(v4, r)
-		}
+// TableKind names one of the page's tables.
+type TableKind int
+
+// The page's tables, in their order.
+const (
+	IPv4Table TableKind = iota
+	IPv6Table
+	AnnouncerTable
+)
+
+// markers are a table's begin and end markers.
+func (k TableKind) markers() (begin, end string) {
+	switch k {
+	case IPv6Table:
+		return BeginMarker6, EndMarker6
+	case AnnouncerTable:
+		return BeginMarkerAnnouncer, EndMarkerAnnouncer
 	}
-	return v4, v6
+	return BeginMarker, EndMarker
 }
 
-// WriteBetweenMarkers replaces what lies between the markers of the IPv4 table (BeginMarker,
-// EndMarker) or, with ipv6, of the IPv6 table (BeginMarker6, EndMarker6) in the file at path
-// with content.
-func WriteBetweenMarkers(path string, ipv6 bool, content string) error {
-	begin, end := BeginMarker, EndMarker
-	if ipv6 {
-		begin, end = BeginMarker6, EndMarker6
+// Table is the table a column's results go into.
+func (c Column) Table() TableKind {
+	switch {
+	case c.Announcer:
+		return AnnouncerTable
+	case c.IPv6:
+		return IPv6Table
 	}
+	return IPv4Table
+}
+
+// TableResults are the results of one of the page's tables.
+type TableResults struct {
+	Kind    TableKind
+	Results []ColumnResult
+}
+
+// ByTable splits results by their columns' tables (Column.Table), the tables in their order
+// and each table's results in theirs; tables without a result are left out.
+func ByTable(results []ColumnResult) []TableResults {
+	var out []TableResults
+	for _, k := range []TableKind{IPv4Table, IPv6Table, AnnouncerTable} {
+		t := TableResults{Kind: k}
+		for _, r := range results {
+			if r.Column.Table() == k {
+				t.Results = append(t.Results, r)
+			}
+		}
+		if len(t.Results) > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// WriteBetweenMarkers replaces what lies between the markers of table kind in the file at
+// path with content.
+func WriteBetweenMarkers(path string, kind TableKind, content string) error {
+	begin, end := kind.markers()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err

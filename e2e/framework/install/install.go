@@ -46,7 +46,8 @@ type Options struct {
 	Tag string
 	// NoAgent installs the controller only (agent.enabled false), e.g. beside kube-proxy.
 	NoAgent bool
-	// ProxyMode is the agent's dataplane: "iptables" or "nftables"; empty: the chart's default (nftables).
+	// ProxyMode is the agent's dataplane: "iptables" or "nftables", or "none" (announce-only,
+	// beside another service proxy); empty: the chart's default (nftables).
 	ProxyMode string
 	// Announce are the agent's VIP announcers and the Pool's announcement kinds: "l2", "bgp";
 	// nil means ["l2"], an empty non-nil slice none.

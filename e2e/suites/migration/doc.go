@@ -22,6 +22,9 @@
 // and logs the failed requests, the longest failed window, the held connections reset, the
 // client's neighbour entries and each step's time.
 //
+// TestSwitchKeepingKubeProxy: the same switch by the doc's default path: the chart installs
+// Portico's agents announce-only (agent.mode none) and kube-proxy stays; the same bounds.
+//
 // It needs `make tools`, root and the packages of e2e/framework/nodes and bird2, and builds
 // MetalLB on first use (minutes, cold).
 package migration

@@ -27,6 +27,8 @@ import (
 	"github.com/portico-lb/portico/e2e/framework/traffic"
 	"github.com/portico-lb/portico/e2e/framework/wait"
 	"github.com/portico-lb/portico/nodeproxy/announce/l2"
+	"github.com/portico-lb/portico/nodeproxy/nftables"
+	"github.com/portico-lb/portico/nodeproxy/rules"
 )
 
 const (
@@ -57,8 +59,8 @@ const (
 	agentMetrics     = "127.0.0.1:10269"
 )
 
-// TestSwitchUnderTraffic is the switch from MetalLB to Portico as docs/migrate-metallb.md
-// gives it, under traffic, on a cluster of real kubelets that runs as MetalLB users run it:
+// TestSwitchUnderTraffic is the switch from MetalLB to Portico replacing kube-proxy too
+// ("Replacing kube-proxy too" in docs/migrate-metallb.md), under traffic, on a cluster of real kubelets that runs as MetalLB users run it:
 // kube-proxy (iptables mode) on every node, MetalLB's controller and its speaker on every node
 // (layer 2, native implementation, in the node's network namespace as its hostNetwork pod
 // runs), echo pods behind LoadBalancer Services that a client on the LAN reaches. While the
@@ -73,7 +75,18 @@ const (
 // did; on the BGP VIP only while a node's path is out of the router or coming back (ECMP
 // rehashes the flows: a flow moved to another node meets no conntrack entry there), at most
 // one per held connection and path change.
-func TestSwitchUnderTraffic(t *testing.T) {
+func TestSwitchUnderTraffic(t *testing.T) { testSwitch(t, false) }
+
+// TestSwitchKeepingKubeProxy is the switch of docs/migrate-metallb.md by its default path:
+// Portico's agents run announce-only (agent.mode none, the mode's own health and metrics
+// ports, no ignoreOtherProxy) and kube-proxy stays, programming every Service throughout. The
+// cluster, the workload, the traffic, the steps up to the speakers' stop and the bounds are
+// TestSwitchUnderTraffic's; there is no kube-proxy step.
+func TestSwitchKeepingKubeProxy(t *testing.T) { testSwitch(t, true) }
+
+// testSwitch runs the switch under traffic; with keepKubeProxy Portico announces only and
+// kube-proxy stays, otherwise Portico's dataplane replaces kube-proxy at the end.
+func testSwitch(t *testing.T, keepKubeProxy bool) {
 	c := nodes.New(t, nodes.Options{Nodes: 3, Clients: 1, Router: true})
 	ctx := t.Context()
 	cs := c.Client()
@@ -295,12 +308,18 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	step("controller stopped and migrate", at)
 
 	// Step 5: Portico from its chart: the controller for class-less Services, the agents
-	// announcing by ARP and programming the Services beside kube-proxy until it goes (other
-	// health and metrics ports meanwhile, and ignoreOtherProxy: kube-proxy's rules are there).
+	// announcing by ARP and BGP. Replacing kube-proxy, they program the Services beside it
+	// until it goes (other health and metrics ports meanwhile, and ignoreOtherProxy:
+	// kube-proxy's rules are there); keeping it, they announce only (agent.mode none, whose
+	// default ports are not kube-proxy's).
 	at = time.Now()
-	install.Must(t, c, install.Options{Tag: tag, Classless: true, Announce: []string{"l2", "bgp"}, Values: map[string]any{
+	opts := install.Options{Tag: tag, Classless: true, Announce: []string{"l2", "bgp"}, Values: map[string]any{
 		"agent": map[string]any{"healthzPort": agentHealthzPort, "metricsBindAddress": agentMetrics, "ignoreOtherProxy": true},
-	}})
+	}}
+	if keepKubeProxy {
+		opts.ProxyMode, opts.Values = "none", nil
+	}
+	install.Must(t, c, opts)
 	for _, s := range svcs {
 		h.Wait(s.Name, "Portico's Ready condition", porticoReady)
 		if s.Name != "routed" {
@@ -337,20 +356,33 @@ func TestSwitchUnderTraffic(t *testing.T) {
 	}
 	flowing("after MetalLB's speakers stopped")
 
-	// Step 7: kube-proxy goes, and its rules with it.
-	at = time.Now()
-	for _, n := range c.Nodes {
-		if err := kubeProxies[n.Name].Stop(process.DefaultGrace); err != nil && !strings.Contains(err.Error(), "signal") {
-			t.Logf("stopping kube-proxy on %s: %v", n.Name, err)
+	// Step 7, replacing kube-proxy: it goes, and its rules with it.
+	if !keepKubeProxy {
+		at = time.Now()
+		for _, n := range c.Nodes {
+			if err := kubeProxies[n.Name].Stop(process.DefaultGrace); err != nil && !strings.Contains(err.Error(), "signal") {
+				t.Logf("stopping kube-proxy on %s: %v", n.Name, err)
+			}
+			cleaned := time.Now()
+			if out, err := n.Lab.Exec(ctx, bins.KubeProxy, "--cleanup"); err != nil {
+				t.Fatalf("kube-proxy --cleanup on %s: %v\n%s", n.Name, err, out)
+			}
+			step("kube-proxy --cleanup on "+n.Name, cleaned)
 		}
-		cleaned := time.Now()
-		if out, err := n.Lab.Exec(ctx, bins.KubeProxy, "--cleanup"); err != nil {
-			t.Fatalf("kube-proxy --cleanup on %s: %v\n%s", n.Name, err, out)
-		}
-		step("kube-proxy --cleanup on "+n.Name, cleaned)
+		step("kube-proxy stopped and cleaned up", at)
+		flowing("after kube-proxy left")
 	}
-	step("kube-proxy stopped and cleaned up", at)
-	flowing("after kube-proxy left")
+	if keepKubeProxy {
+		// kube-proxy served throughout and still does; the agents programmed no Service rule.
+		for _, n := range c.Nodes {
+			if kubeProxies[n.Name].Exited() {
+				t.Errorf("kube-proxy on %s exited: %v", n.Name, kubeProxies[n.Name].Err())
+			}
+			if found := switchPorticoRules(t, n); len(found) > 0 {
+				t.Errorf("announce-only agents left rules on %s: %v", n.Name, found)
+			}
+		}
+	}
 	t.Logf("after the switch, the client reaches: %s", announcers(t, client, targets, macs))
 	if hops, err := bird.NextHops(ctx, routedPrefix); err == nil {
 		t.Logf("after the switch, the router's next hops for %s: %v", routedPrefix, hops)
@@ -563,4 +595,30 @@ func session(t *testing.T, b *router.Bird, node string) string {
 	}
 	t.Fatalf("bird has no protocol %s:\n%s", node, out)
 	return ""
+}
+
+// switchPorticoRules lists what n's kernel holds of Portico's Service rules: its nftables table
+// in either family, its iptables chains (prefix PTC-) in either family.
+func switchPorticoRules(t *testing.T, n *nodes.Node) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var found []string
+	for _, fam := range []string{"ip", "ip6"} {
+		if _, err := n.Lab.Exec(ctx, "nft", "list", "table", fam, nftables.TableName); err == nil {
+			found = append(found, "nftables table "+fam+" "+nftables.TableName)
+		}
+	}
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := n.Lab.Exec(ctx, save)
+		if err != nil {
+			t.Fatalf("%s on %s: %v", save, n.Name, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, ":"+rules.Prefix) {
+				found = append(found, save+": "+line)
+			}
+		}
+	}
+	return found
 }

@@ -1,7 +1,9 @@
 // Command conformance runs the upstream Kubernetes e2e `[sig-network] Services` and
 // LoadBalancers specs against Portico and, side by side, kube-proxy's iptables and nftables
 // modes, each on a fresh cluster of real kubelets (e2e/framework/conformance), IPv4 and (the
-// -ipv6 columns) IPv6-first dual-stack, and writes the results tables, one per family;
+// -ipv6 columns) IPv6-first dual-stack, and kube-proxy with Portico's agent as the announcer
+// only (the -announcer columns), and writes the results tables, one per family and one for
+// the announce-only columns;
 // `make conformance` runs it as root and puts the tables into docs/conformance.md.
 package main
 
@@ -22,7 +24,7 @@ import (
 )
 
 func main() {
-	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables; portico-ipv6, portico-bgp-ipv6, iptables-ipv6, nftables-ipv6 (on an IPv6-first dual-stack cluster)")
+	columns := flag.String("columns", "portico,portico-bgp,iptables,nftables", "comma list of columns: portico, portico-bgp (the LoadBalancers specs with the VIPs routed by BGP and ECMP), iptables, nftables; portico-ipv6, portico-bgp-ipv6, iptables-ipv6, nftables-ipv6 (on an IPv6-first dual-stack cluster); iptables-announcer, nftables-announcer (kube-proxy with Portico's agent announcing by L2, by BGP+ECMP: the LoadBalancers specs)")
 	selection := flag.String("selection", "full", "full: every [sig-network] Services and LoadBalancers spec; fast: the Conformance Services specs and the LoadBalancers specs")
 	procs := flag.Int("procs", 5, "parallel ginkgo processes per column")
 	concurrent := flag.Int("concurrent", 1, "columns run at the same time, each on its own cluster")
@@ -133,10 +135,13 @@ func run(columns, selection, focus, rerun string, procs, concurrent int, timeout
 	summary := fmt.Sprintf("%s, %d ginkgo processes per column, %d columns at a time; whole run %s (`make conformance`, %s).\n\n",
 		sel.Name, procs, max(concurrent, 1), time.Since(begin).Round(time.Second), time.Now().UTC().Format("2006-01-02"))
 	var all string
-	err = writeTables(results, doc, func(ipv6 bool, table string) string {
+	err = writeTables(results, doc, func(kind conformance.TableKind, table string) string {
 		t := summary + table
-		if ipv6 {
+		switch kind {
+		case conformance.IPv6Table:
 			t = "IPv6-first dual-stack clusters (the specs run over IPv6) and upstream's dual-stack specs; " + t
+		case conformance.AnnouncerTable:
+			t = "kube-proxy programs the Services, Portico's agents (agent.mode none) announce the VIPs; " + t
 		}
 		all += t
 		return t
@@ -168,21 +173,14 @@ func incomplete(results []conformance.ColumnResult) error {
 	return nil
 }
 
-// writeTables renders one table per family present in results (the IPv4 columns', the IPv6
-// columns'), passes each through head (which may prefix it) and, with doc, writes it
-// between that family's markers.
-func writeTables(results []conformance.ColumnResult, doc string, head func(ipv6 bool, table string) string) error {
-	v4, v6 := conformance.ByFamily(results)
-	for _, fam := range []struct {
-		ipv6    bool
-		results []conformance.ColumnResult
-	}{{false, v4}, {true, v6}} {
-		if len(fam.results) == 0 {
-			continue
-		}
-		content := head(fam.ipv6, conformance.Table(fam.results))
+// writeTables renders one table per kind present in results (the IPv4 columns', the IPv6
+// columns', the announce-only columns'), passes each through head (which may prefix it) and,
+// with doc, writes it between that table's markers, leaving the other tables as they are.
+func writeTables(results []conformance.ColumnResult, doc string, head func(kind conformance.TableKind, table string) string) error {
+	for _, t := range conformance.ByTable(results) {
+		content := head(t.Kind, conformance.Table(t.Results))
 		if doc != "" {
-			if err := conformance.WriteBetweenMarkers(doc, fam.ipv6, content); err != nil {
+			if err := conformance.WriteBetweenMarkers(doc, t.Kind, content); err != nil {
 				return err
 			}
 		}
@@ -223,10 +221,13 @@ func render(from, selection, doc string) error {
 		}
 		results = append(results, r)
 	}
-	return writeTables(results, doc, func(ipv6 bool, table string) string {
+	return writeTables(results, doc, func(kind conformance.TableKind, table string) string {
 		family := "IPv4 clusters"
-		if ipv6 {
+		switch kind {
+		case conformance.IPv6Table:
 			family = "IPv6-first dual-stack clusters (the specs run over IPv6) with upstream's dual-stack specs"
+		case conformance.AnnouncerTable:
+			family = "IPv4 clusters, kube-proxy with Portico's agents (agent.mode none) as the announcers"
 		}
 		t := fmt.Sprintf("%s selection, %s; each column ran on its own cluster; table assembled from the runs' reports (`-from`).\n\n", selection, family) + table
 		fmt.Print(t)
