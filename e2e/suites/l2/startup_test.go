@@ -55,7 +55,8 @@ func TestStartupErrors(t *testing.T) {
 		{badToken, "refused the agent's credentials", "needs AddressPools"},
 		{unreachable, "cannot reach the API server at https://" + closed + " (set the chart's agent.apiServer", "needs AddressPools"},
 	} {
-		out, err := exec.Command(shared.Agent, "--kubeconfig="+c.kubeconfig, "--hostname-override=node1", "--announce=l2", "--membership").CombinedOutput()
+		args := []string{"--kubeconfig=" + c.kubeconfig, "--hostname-override=node1", "--announce=l2", "--membership"}
+		out, err := exec.Command(shared.Agent, args...).CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != config.ExitStartup {
 			t.Errorf("%s: err = %v, want exit code %d\n%s", filepath.Base(c.kubeconfig), err, config.ExitStartup, out)
 		}
