@@ -22,7 +22,8 @@ func NATChains(ctx context.Context, binary string) ([]string, error) {
 	dir, base := filepath.Split(path)
 	save := filepath.Join(dir, base+"-save")
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, save, "-t", "nat")
+	args := []string{"-t", "nat"}
+	cmd := exec.CommandContext(ctx, save, args...)
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {

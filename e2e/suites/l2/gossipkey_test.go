@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,7 +135,7 @@ func TestL2GossipKey(t *testing.T) {
 	client := kl.env.Lab.Clients()[0]
 	load := traffic.Start(t, client, netip.AddrPortFrom(vip, echoPort), traffic.Options{Held: 2, Pace: 50 * time.Millisecond})
 	load.WaitRounds(t, 5, "traffic to the VIP flowing")
-	nh := keyClientHandle(t, client)
+	nh := hostHandle(t, client)
 	ownerMAC := netlab.Neighbour(nh, vip).String()
 	owner := kl.nodeOfMAC(ownerMAC)
 	if owner == "" {
@@ -387,15 +385,10 @@ func (kl *keyLab) nodeOfMAC(mac string) string {
 	return ""
 }
 
-// keyNeighbourWatch samples the client's neighbour entry of a VIP every 10 ms and keeps every
-// MAC other than want that it saw.
-type keyNeighbourWatch struct {
-	stop, done chan struct{}
-	other      map[string]bool
-}
-
-func (kl *keyLab) watchNeighbour(h *netlink.Handle, v netip.Addr, want string) *keyNeighbourWatch {
-	w := &keyNeighbourWatch{stop: make(chan struct{}), done: make(chan struct{}), other: map[string]bool{}}
+// watchNeighbour samples the client's neighbour entry of a VIP every 10 ms and keeps every MAC
+// other than want that it saw (restart_test.go's neighbourWatch, for one VIP of this lab).
+func (kl *keyLab) watchNeighbour(h *netlink.Handle, v netip.Addr, want string) *neighbourWatch {
+	w := &neighbourWatch{stop: make(chan struct{}), done: make(chan struct{}), other: map[string]bool{}}
 	go func() {
 		defer close(w.done)
 		tk := time.NewTicker(10 * time.Millisecond)
@@ -412,31 +405,6 @@ func (kl *keyLab) watchNeighbour(h *netlink.Handle, v netip.Addr, want string) *
 		}
 	}()
 	return w
-}
-
-func (w *keyNeighbourWatch) close() []string {
-	close(w.stop)
-	<-w.done
-	var out []string
-	for o := range w.other {
-		out = append(out, o)
-	}
-	return out
-}
-
-// keyClientHandle is a netlink handle in client's namespace.
-func keyClientHandle(tb testing.TB, client *netlab.Host) *netlink.Handle {
-	ns, err := netns.GetFromName(client.NS)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(h.Close)
-	return h
 }
 
 // arpingOnlyIn asks with Debian's arping from client who has v4: only the MAC want answers.

@@ -224,17 +224,22 @@ func createService(tb testing.TB, name string, ips []netip.Addr, mutate func(*co
 
 // clientHandle is a netlink handle in the client's namespace, to read its neighbour table.
 func clientHandle(tb testing.TB) *netlink.Handle {
-	ns, err := netns.GetFromName(shared.Lab.Clients()[0].NS)
+	return hostHandle(tb, shared.Lab.Clients()[0])
+}
+
+// hostHandle is a netlink handle in h's namespace.
+func hostHandle(tb testing.TB, h *netlab.Host) *netlink.Handle {
+	ns, err := netns.GetFromName(h.NS)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	nh, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(h.Close)
-	return h
+	tb.Cleanup(nh.Close)
+	return nh
 }
 
 // waitNeighbour polls every 10 ms until the client's entry for v is node's MAC, and says when.
